@@ -1,0 +1,407 @@
+"""The cost engine behind `annotate-cost`: walks a module, applies the rule table,
+recurses through region ops and the call graph, asks the backend for times and writes
+`costmodel.cost` on every op, per-function totals on `func.func` and
+`costmodel.summary` on the module.
+
+Conventions:
+- An op's `costmodel.cost` is the cost of ONE execution of it. Ops inside a `while`
+  body carry per-iteration costs and the `while` carries (cond + body) x trip_count;
+  ops inside an applied computation (a reduce body ...) carry the cost of one
+  application, and the parent counts applications. So totals are never double counted.
+- The module total is the sum of the public functions' costs (private functions count
+  where they are called).
+- An op without a rule, or with dynamic shapes, gets `costmodel.unsupported = "why"`,
+  a `costmodel.cost` holding only the backend name, and a warning; it adds nothing to
+  the totals and is counted in `unsupported_count`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .ir import DiagnosticEngine, ir
+from .rules import REGION_OPS, OpCost, Unsupported, rule_for
+from .shapes import type_info
+
+__all__ = ["CostEngine", "Totals", "COST_ATTR", "SUMMARY_ATTR", "UNSUPPORTED_ATTR", "infer_trip_count"]
+
+COST_ATTR = "costmodel.cost"
+SUMMARY_ATTR = "costmodel.summary"
+UNSUPPORTED_ATTR = "costmodel.unsupported"
+
+BOUNDS = ("compute", "memory", "overhead")
+
+
+@dataclass(slots=True)
+class Totals:
+    flops: int = 0
+    transcendentals: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    time_ns: float = 0.0
+    time_by_bound: dict = field(default_factory=lambda: {b: 0.0 for b in BOUNDS})
+    unsupported: int = 0
+
+    def add(self, other: "Totals", times: int = 1) -> None:
+        self.flops += other.flops * times
+        self.transcendentals += other.transcendentals * times
+        self.bytes_read += other.bytes_read * times
+        self.bytes_written += other.bytes_written * times
+        self.time_ns += other.time_ns * times
+        for b, t in other.time_by_bound.items():
+            self.time_by_bound[b] += t * times
+        self.unsupported += other.unsupported * times
+
+    def add_leaf(self, cost: OpCost, time_ns: float, bound: str) -> None:
+        self.flops += cost.flops
+        self.transcendentals += cost.transcendentals
+        self.bytes_read += cost.bytes_read
+        self.bytes_written += cost.bytes_written
+        self.time_ns += time_ns
+        self.time_by_bound[bound] += time_ns
+
+    @property
+    def bound(self) -> str:
+        best = max(BOUNDS, key=lambda b: self.time_by_bound[b])
+        return best if self.time_by_bound[best] > 0 else "overhead"
+
+
+def _scalar_const(value) -> int | None:
+    """Integer value of a scalar/splat stablehlo.constant (or arith.constant)."""
+    owner = value.owner
+    if not isinstance(owner, ir.Operation) and hasattr(owner, "operation"):
+        owner = owner.operation
+    if not isinstance(owner, (ir.Operation, ir.OpView)):
+        return None
+    op = owner.operation if hasattr(owner, "operation") else owner
+    if op.name not in ("stablehlo.constant", "arith.constant"):
+        return None
+    attr = op.attributes["value"]
+    try:
+        dense = ir.DenseIntElementsAttr(attr)
+    except (ValueError, TypeError):
+        try:
+            return int(ir.IntegerAttr(attr).value)
+        except (ValueError, TypeError):
+            return None
+    if not dense.is_splat and len(dense) != 1:
+        return None
+    return int(dense.get_splat_value().value) if dense.is_splat else int(dense[0])
+
+
+def _block_arg_index(value, block) -> int | None:
+    if isinstance(value, ir.BlockArgument):
+        if value.owner == block:
+            return value.arg_number
+    return None
+
+
+def infer_trip_count(while_op: ir.Operation) -> int | None:
+    """Trip count of a counted loop (jax fori_loop / scan), or None.
+
+    Pattern: cond returns `compare DIR, %iv, %bound` where %iv is a loop-carried value
+    with a constant init whose body update is `%iv + const` (or - const), and %bound is
+    a constant or a loop-invariant carried value with a constant init.
+    """
+    try:
+        cond_block = while_op.regions[0].blocks[0]
+        body_block = while_op.regions[1].blocks[0]
+        ret = list(cond_block.operations)[-1]
+        pred = ret.operands[0].owner
+        pred = pred.operation if hasattr(pred, "operation") else pred
+        if pred.name != "stablehlo.compare":
+            return None
+        direction = str(pred.attributes["comparison_direction"])
+        # '#stablehlo<comparison_direction LT>' -> LT
+        direction = direction.rsplit(" ", 1)[-1].rstrip(">")
+        lhs, rhs = pred.operands[0], pred.operands[1]
+        body_ret = list(body_block.operations)[-1]
+        inits = list(while_op.operands)
+
+        def carried_invariant_const(v) -> int | None:
+            c = _scalar_const(v)
+            if c is not None:
+                return c
+            idx = _block_arg_index(v, cond_block)
+            if idx is None:
+                return None
+            # invariant: body returns its own block argument at idx
+            if _block_arg_index(body_ret.operands[idx], body_block) != idx:
+                return None
+            return _scalar_const(inits[idx])
+
+        def induction(v):
+            idx = _block_arg_index(v, cond_block)
+            if idx is None:
+                return None
+            start = _scalar_const(inits[idx])
+            if start is None:
+                return None
+            upd = body_ret.operands[idx].owner
+            upd = upd.operation if hasattr(upd, "operation") else upd
+            if not isinstance(upd, ir.Operation) or upd.name not in ("stablehlo.add", "stablehlo.subtract"):
+                return None
+            a, b = upd.operands[0], upd.operands[1]
+            if _block_arg_index(a, body_block) == idx and _scalar_const(b) is not None:
+                step = _scalar_const(b)
+            elif upd.name == "stablehlo.add" and _block_arg_index(b, body_block) == idx and _scalar_const(a) is not None:
+                step = _scalar_const(a)
+            else:
+                return None
+            if upd.name == "stablehlo.subtract":
+                step = -step
+            return start, step
+
+        flip = {"LT": "GT", "LE": "GE", "GT": "LT", "GE": "LE", "EQ": "EQ", "NE": "NE"}
+        iv = induction(lhs)
+        bound = carried_invariant_const(rhs)
+        if iv is None or bound is None:
+            iv = induction(rhs)
+            bound = carried_invariant_const(lhs)
+            direction = flip.get(direction, direction)
+        if iv is None or bound is None:
+            return None
+        start, step = iv
+        if step == 0:
+            return None
+        span = bound - start
+        if direction == "LT" and step > 0:
+            return max(0, -(-span // step))
+        if direction == "LE" and step > 0:
+            return max(0, span // step + 1)
+        if direction == "GT" and step < 0:
+            return max(0, -(-(-span) // -step))
+        if direction == "GE" and step < 0:
+            return max(0, (-span) // -step + 1)
+        if direction == "NE" and span % step == 0 and span // step >= 0:
+            return span // step
+        return None
+    except (IndexError, KeyError, ValueError, TypeError, AttributeError):
+        return None
+
+
+class CostEngine:
+    """Costs one module with one backend. Create one per run."""
+
+    def __init__(self, backend, hardware_name: str, diagnostics: DiagnosticEngine, *, backend_name: str | None = None):
+        self.backend = backend
+        self.backend_name = backend_name or getattr(backend, "name", type(backend).__name__)
+        self.hardware_name = hardware_name
+        self.diags = diagnostics
+        self._attr_cache: dict = {}
+        self._func_totals: dict[str, Totals] = {}
+        self._in_progress: set[str] = set()
+        self._funcs: dict[str, ir.Operation] = {}
+        self.op_count = 0
+        self.unsupported_ops: dict[str, int] = {}
+        self._i64 = None
+        self._backend_attr = None
+
+    # -- attributes -----------------------------------------------------------
+    def _cost_attr(self, flops, transc, br, bw, time_ns, bound, trip_count=None):
+        key = (flops, transc, br, bw, time_ns, bound, trip_count)
+        attr = self._attr_cache.get(key)
+        if attr is None:
+            i64 = self._i64
+            d = {
+                "backend": self._backend_attr,
+                "flops": ir.IntegerAttr.get(i64, flops),
+                "transcendentals": ir.IntegerAttr.get(i64, transc),
+                "bytes_read": ir.IntegerAttr.get(i64, br),
+                "bytes_written": ir.IntegerAttr.get(i64, bw),
+                "time_ns": ir.FloatAttr.get_f64(time_ns),
+                "bound": ir.StringAttr.get(bound),
+            }
+            if trip_count is not None:
+                d["trip_count"] = ir.IntegerAttr.get(i64, trip_count)
+            attr = ir.DictAttr.get(d)
+            self._attr_cache[key] = attr
+        return attr
+
+    def _set_totals_attr(self, op: ir.Operation, t: Totals, trip_count=None) -> None:
+        op.attributes[COST_ATTR] = self._cost_attr(
+            t.flops, t.transcendentals, t.bytes_read, t.bytes_written, t.time_ns, t.bound, trip_count
+        )
+
+    # -- entry ------------------------------------------------------------------
+    def run(self, module: ir.Operation) -> Totals:
+        ctx = module.context
+        with ctx, module.location:
+            self._i64 = ir.IntegerType.get_signless(64)
+            self._backend_attr = ir.StringAttr.get(self.backend_name)
+            funcs = []
+            for op in module.regions[0].blocks[0].operations:
+                op = op.operation
+                if op.name == "func.func":
+                    name = ir.StringAttr(op.attributes["sym_name"]).value
+                    self._funcs[name] = op
+                    funcs.append((name, op))
+            total = Totals()
+            entries = []
+            for name, fn in funcs:
+                t = self.func_totals(name)
+                vis = fn.attributes["sym_visibility"] if "sym_visibility" in fn.attributes else None
+                if vis is None or ir.StringAttr(vis).value == "public":
+                    total.add(t)
+                    entries.append(name)
+            self._write_summary(module, total, entries)
+            return total
+
+    def _write_summary(self, module, total: Totals, entries: list[str]) -> None:
+        i64 = self._i64
+        d = {
+            "hardware": ir.StringAttr.get(self.hardware_name),
+            "backend": ir.StringAttr.get(self.backend_name),
+            "entry_functions": ir.ArrayAttr.get([ir.StringAttr.get(e) for e in entries]),
+            "total_flops": ir.IntegerAttr.get(i64, total.flops),
+            "total_transcendentals": ir.IntegerAttr.get(i64, total.transcendentals),
+            "total_bytes": ir.IntegerAttr.get(i64, total.bytes_read + total.bytes_written),
+            "total_bytes_read": ir.IntegerAttr.get(i64, total.bytes_read),
+            "total_bytes_written": ir.IntegerAttr.get(i64, total.bytes_written),
+            "total_time_ns": ir.FloatAttr.get_f64(total.time_ns),
+            "compute_bound_time_ns": ir.FloatAttr.get_f64(total.time_by_bound["compute"]),
+            "memory_bound_time_ns": ir.FloatAttr.get_f64(total.time_by_bound["memory"]),
+            "overhead_bound_time_ns": ir.FloatAttr.get_f64(total.time_by_bound["overhead"]),
+            "op_count": ir.IntegerAttr.get(i64, self.op_count),
+            "unsupported_count": ir.IntegerAttr.get(i64, sum(self.unsupported_ops.values())),
+        }
+        if self.unsupported_ops:
+            d["unsupported_ops"] = ir.DictAttr.get(
+                {k: ir.IntegerAttr.get(i64, v) for k, v in sorted(self.unsupported_ops.items())}
+            )
+        module.attributes[SUMMARY_ATTR] = ir.DictAttr.get(d)
+
+    # -- functions and blocks -----------------------------------------------------
+    def func_totals(self, name: str) -> Totals | None:
+        if name in self._func_totals:
+            return self._func_totals[name]
+        fn = self._funcs.get(name)
+        if fn is None:
+            return None
+        if name in self._in_progress:
+            return None  # recursion: reported at the call site
+        self._in_progress.add(name)
+        t = Totals()
+        for block in fn.regions[0].blocks:
+            t.add(self.block_totals(block))
+        self._in_progress.discard(name)
+        self._func_totals[name] = t
+        self._set_totals_attr(fn, t)
+        return t
+
+    def block_totals(self, block) -> Totals:
+        t = Totals()
+        for op in block.operations:
+            self.cost_op(op.operation, t)
+        return t
+
+    def region_totals(self, region) -> Totals:
+        t = Totals()
+        for block in region.blocks:
+            t.add(self.block_totals(block))
+        return t
+
+    # -- one op ------------------------------------------------------------------
+    def _mark_unsupported(self, op: ir.Operation, why: str) -> None:
+        op.attributes[UNSUPPORTED_ATTR] = ir.StringAttr.get(why)
+        op.attributes[COST_ATTR] = ir.DictAttr.get({"backend": self._backend_attr})
+        self.unsupported_ops[op.name] = self.unsupported_ops.get(op.name, 0) + 1
+        self.diags.warning(op.location, f"'{op.name}' not costed: {why}; marked {UNSUPPORTED_ATTR}")
+
+    def cost_op(self, op: ir.Operation, into: Totals) -> None:
+        """Cost `op`, annotate it, and add one execution of it to `into`."""
+        name = op.name
+        self.op_count += 1
+        if name in REGION_OPS:
+            t = self._region_op(op)
+            if t is not None:
+                into.add(t)
+            return
+        rule = rule_for(name)
+        if rule is None:
+            if op.regions and any(len(r.blocks) for r in op.regions):
+                # Unknown op with regions: cost what is inside, flag the op itself.
+                for r in op.regions:
+                    self.region_totals(r)
+            self._mark_unsupported(op, "no cost rule for this op")
+            into.unsupported += 1
+            return
+        try:
+            cost = rule(op, self)
+        except Unsupported as err:
+            self._mark_unsupported(op, str(err))
+            into.unsupported += 1
+            return
+        time_ns, bound = self.backend.estimate(cost)
+        op.attributes[COST_ATTR] = self._cost_attr(
+            cost.flops, cost.transcendentals, cost.bytes_read, cost.bytes_written, time_ns, bound
+        )
+        into.add_leaf(cost, time_ns, bound)
+
+    # RuleEnv: one application of a scalar computation (reduce bodies ...)
+    def apply_cost(self, region) -> OpCost:
+        per = OpCost()
+        for block in region.blocks:
+            t = Totals()
+            for op in block.operations:
+                self.cost_op(op.operation, t)
+            per.flops += t.flops
+            per.transcendentals += t.transcendentals
+        return per
+
+    def _region_op(self, op: ir.Operation) -> Totals | None:
+        name = op.name
+        if name == "stablehlo.while":
+            cond = self.region_totals(op.regions[0])
+            body = self.region_totals(op.regions[1])
+            trip = infer_trip_count(op)
+            t = Totals()
+            if trip is None:
+                self.diags.warning(
+                    op.location,
+                    "cannot infer the trip count of this 'stablehlo.while' (not a counted loop with "
+                    "constant start, bound and step); costing one iteration",
+                )
+                t.add(cond)
+                t.add(body)
+            else:
+                # cond runs trip+1 times in reality; XLA and we count (cond + body) x trip.
+                t.add(cond, trip)
+                t.add(body, trip)
+            self._set_totals_attr(op, t, trip)
+            return t
+        if name in ("stablehlo.case", "stablehlo.if"):
+            branches = [self.region_totals(r) for r in op.regions]
+            best = max(branches, key=lambda b: (b.time_ns, b.flops)) if branches else Totals()
+            t = Totals()
+            t.add(best)
+            self._set_totals_attr(op, t)
+            return t
+        if name in ("func.call", "stablehlo.composite"):
+            key = "callee" if name == "func.call" else "decomposition"
+            callee = ir.FlatSymbolRefAttr(op.attributes[key]).value
+            ft = self.func_totals(callee)
+            if ft is None:
+                why = (
+                    f"recursive call to @{callee}"
+                    if callee in self._in_progress
+                    else f"callee @{callee} is not a func.func in this module"
+                )
+                self._mark_unsupported(op, why)
+                t = Totals()
+                t.unsupported = 1
+                return t
+            t = Totals()
+            t.add(ft)
+            self._set_totals_attr(op, t)
+            return t
+        # sdy.manual_computation and any other single-body region op: the body once.
+        t = Totals()
+        for r in op.regions:
+            t.add(self.region_totals(r))
+        self._set_totals_attr(op, t)
+        return t
+
+
+def dynamic_operands(op: ir.Operation) -> bool:
+    return any(type_info(v.type).dynamic for v in list(op.operands) + list(op.results))

@@ -1,0 +1,238 @@
+"""Hardware specs: JSON data files with unit-suffixed keys, validated exactly.
+
+A spec file looks like
+
+    {
+      "name": "h100-sxm",
+      "description": "NVIDIA H100 SXM5 80GB",
+      "memory_bandwidth_GBps": {"value": 3350, "source": "NVIDIA H100 datasheet"},
+      "memory_capacity_GiB":   {"value": 80,   "source": "NVIDIA H100 datasheet"},
+      "matrix_peak_TFLOPS": {"bf16": {"value": 989, "source": "..."}, "f32": ...},
+      "vector_peak_TFLOPS": {"f32": {"value": 67, "source": "..."}, ...}
+    }
+
+Every number may be written plain (`3350`) in a user file or as `{"value", "source"}`
+(the presets always give the source). Unknown keys, missing keys, wrong types and
+non-positive values are errors that name the key. Both peak tables must have an `f32`
+entry; other element types fall back as `peak_TFLOPS()` documents.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+
+__all__ = ["HardwareSpec", "SpecError", "load_hardware", "list_hardware", "DTYPE_FAMILIES", "dtype_family"]
+
+
+class SpecError(ValueError):
+    """Bad hardware/system spec: the message names the file and key."""
+
+
+# Keys of the peak tables. Element types in the IR map onto these families.
+DTYPE_FAMILIES = ("f64", "f32", "tf32", "bf16", "f16", "f8", "f4", "i64", "i32", "i16", "i8", "i4", "i1")
+
+_REQUIRED_SCALARS = {
+    "memory_bandwidth_GBps": "GB/s (1e9 bytes per second)",
+    "memory_capacity_GiB": "GiB",
+}
+_TOP_KEYS = {"name", "description", "matrix_peak_TFLOPS", "vector_peak_TFLOPS", *_REQUIRED_SCALARS}
+
+
+def dtype_family(dtype: str) -> str:
+    """Map an MLIR element type to a peak-table key (complex<fN> counts as fN)."""
+    if dtype.startswith("complex<"):
+        dtype = dtype[len("complex<") : -1]
+    if dtype in ("f64", "f32", "tf32", "bf16", "f16"):
+        return dtype
+    if dtype.startswith("f8"):
+        return "f8"
+    if dtype.startswith("f4") or dtype.startswith("f6"):
+        return "f4"
+    if dtype in ("i1",):
+        return "i1"
+    for bits in ("64", "32", "16", "8", "4"):
+        if dtype in (f"i{bits}", f"ui{bits}", f"si{bits}"):
+            return f"i{bits}"
+    if dtype in ("i2", "ui2", "si2"):
+        return "i4"
+    return "f32"
+
+
+# When a table lacks an entry, try these in order (the f32 entry is always there).
+_FALLBACK = {
+    "f64": ["f32"],
+    "tf32": ["f32"],
+    "bf16": ["f16", "f32"],
+    "f16": ["bf16", "f32"],
+    "f8": ["bf16", "f16", "f32"],
+    "f4": ["f8", "bf16", "f32"],
+    "i64": ["i32", "f32"],
+    "i32": ["f32"],
+    "i16": ["i32", "f32"],
+    "i8": ["i16", "i32", "f32"],
+    "i4": ["i8", "i32", "f32"],
+    "i1": ["i8", "i32", "f32"],
+}
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    name: str
+    description: str
+    memory_bandwidth_GBps: float
+    memory_capacity_GiB: float
+    matrix_peak_TFLOPS: dict[str, float]
+    vector_peak_TFLOPS: dict[str, float]
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+    path: str | None = field(default=None, compare=False)
+
+    def peak_TFLOPS(self, unit: str, dtype: str) -> float:
+        """Peak rate for an op on `unit` ("matrix" or "vector") with element type `dtype`."""
+        table = self.matrix_peak_TFLOPS if unit == "matrix" else self.vector_peak_TFLOPS
+        fam = dtype_family(dtype)
+        if fam in table:
+            return table[fam]
+        for alt in _FALLBACK.get(fam, ["f32"]):
+            if alt in table:
+                return table[alt]
+        return table["f32"]
+
+    def to_json(self) -> dict:
+        def val(key: str, v: float) -> dict | float:
+            src = self.sources.get(key)
+            return {"value": v, "source": src} if src else v
+
+        return {
+            "name": self.name,
+            "description": self.description,
+            "memory_bandwidth_GBps": val("memory_bandwidth_GBps", self.memory_bandwidth_GBps),
+            "memory_capacity_GiB": val("memory_capacity_GiB", self.memory_capacity_GiB),
+            "matrix_peak_TFLOPS": {
+                k: val(f"matrix_peak_TFLOPS.{k}", v) for k, v in self.matrix_peak_TFLOPS.items()
+            },
+            "vector_peak_TFLOPS": {
+                k: val(f"vector_peak_TFLOPS.{k}", v) for k, v in self.vector_peak_TFLOPS.items()
+            },
+        }
+
+
+def _number(where: str, key: str, raw, sources: dict[str, str]) -> float:
+    if isinstance(raw, dict):
+        extra = set(raw) - {"value", "source"}
+        if extra:
+            raise SpecError(f"{where}: unknown key '{key}.{sorted(extra)[0]}'")
+        if "value" not in raw:
+            raise SpecError(f"{where}: missing key '{key}.value'")
+        if "source" in raw:
+            if not isinstance(raw["source"], str) or not raw["source"].strip():
+                raise SpecError(f"{where}: '{key}.source' must be a non-empty string")
+            sources[key] = raw["source"]
+        raw = raw["value"]
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise SpecError(f"{where}: '{key}' must be a number, got {json.dumps(raw)}")
+    if not raw > 0:
+        raise SpecError(f"{where}: '{key}' must be positive, got {raw}")
+    return float(raw)
+
+
+def _peak_table(where: str, key: str, raw, sources: dict[str, str]) -> dict[str, float]:
+    if not isinstance(raw, dict):
+        raise SpecError(f"{where}: '{key}' must be an object mapping element types to TFLOP/s")
+    table = {}
+    for dt, v in raw.items():
+        if dt not in DTYPE_FAMILIES:
+            raise SpecError(
+                f"{where}: unknown key '{key}.{dt}' (element types: {', '.join(DTYPE_FAMILIES)})"
+            )
+        table[dt] = _number(where, f"{key}.{dt}", v, sources)
+    if "f32" not in table:
+        raise SpecError(f"{where}: missing key '{key}.f32'")
+    return table
+
+
+def parse_hardware(data: dict, where: str) -> HardwareSpec:
+    if not isinstance(data, dict):
+        raise SpecError(f"{where}: a hardware spec must be a JSON object")
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        hint = ""
+        for k in unknown:
+            for good in _TOP_KEYS:
+                if k.lower().split("_")[0] == good.lower().split("_")[0] and k != good:
+                    hint = f" (did you mean '{good}'? units are part of the key)"
+        raise SpecError(f"{where}: unknown key '{unknown[0]}'{hint}")
+    for k in sorted(_TOP_KEYS):
+        if k not in data:
+            raise SpecError(f"{where}: missing key '{k}'")
+    for k in ("name", "description"):
+        if not isinstance(data[k], str) or not data[k]:
+            raise SpecError(f"{where}: '{k}' must be a non-empty string")
+    sources: dict[str, str] = {}
+    return HardwareSpec(
+        name=data["name"],
+        description=data["description"],
+        memory_bandwidth_GBps=_number(where, "memory_bandwidth_GBps", data["memory_bandwidth_GBps"], sources),
+        memory_capacity_GiB=_number(where, "memory_capacity_GiB", data["memory_capacity_GiB"], sources),
+        matrix_peak_TFLOPS=_peak_table(where, "matrix_peak_TFLOPS", data["matrix_peak_TFLOPS"], sources),
+        vector_peak_TFLOPS=_peak_table(where, "vector_peak_TFLOPS", data["vector_peak_TFLOPS"], sources),
+        sources=sources,
+        path=where,
+    )
+
+
+def load_json_file(path: str) -> dict:
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as err:
+        raise SpecError(f"cannot read '{path}': {err.strerror}") from None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise SpecError(f"{path}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}") from None
+
+
+def _preset_dir(kind: str):
+    return resources.files("costmodel").joinpath("data", kind)
+
+
+def list_presets(kind: str) -> list[str]:
+    return sorted(p.name[:-5] for p in _preset_dir(kind).iterdir() if p.name.endswith(".json"))
+
+
+def looks_like_path(name: str) -> bool:
+    return name.endswith(".json") or os.sep in name or "/" in name
+
+
+def read_preset_or_file(kind: str, name: str) -> tuple[dict, str]:
+    """JSON of a named preset (`kind` = hardware | systems) or of a user file."""
+    if looks_like_path(name):
+        return load_json_file(name), name
+    res = _preset_dir(kind).joinpath(name + ".json")
+    if not res.is_file():
+        noun = "hardware" if kind == "hardware" else "system"
+        raise SpecError(
+            f"unknown {noun} '{name}' (known: {', '.join(list_presets(kind))}; or give a path to a .json file)"
+        )
+    return json.loads(res.read_text()), f"{kind}/{name}.json"
+
+
+def list_hardware() -> list[str]:
+    return list_presets("hardware")
+
+
+_HW_CACHE: dict[str, HardwareSpec] = {}
+
+
+def load_hardware(name: str) -> HardwareSpec:
+    """A preset by name (`h100-sxm`) or a user JSON file by path."""
+    if name in _HW_CACHE:
+        return _HW_CACHE[name]
+    data, where = read_preset_or_file("hardware", name)
+    spec = parse_hardware(data, where)
+    if not looks_like_path(name):
+        _HW_CACHE[name] = spec
+    return spec
