@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass, field
 from importlib import resources
 
-__all__ = ["HardwareSpec", "SpecError", "load_hardware", "list_hardware", "DTYPE_FAMILIES", "dtype_family"]
+__all__ = ["HardwareSpec", "SpecError", "load_hardware", "list_hardware", "parse_hardware", "DTYPE_FAMILIES", "dtype_family"]
 
 
 class SpecError(ValueError):
@@ -153,17 +153,27 @@ def _peak_table(where: str, key: str, raw, sources: dict[str, str]) -> dict[str,
     return table
 
 
+def _stem(key: str) -> str:
+    """`memory_bandwidth_TBps` -> `memory_bandwidth` (the key without its unit suffix)."""
+    k = key.strip().lower().replace("-", "_")
+    return k.rsplit("_", 1)[0] if "_" in k else k
+
+
+def unit_hint(key: str, known) -> str:
+    """' (did you mean ...?)' when `key` differs from a known key only in its unit or spelling."""
+    for good in sorted(known):
+        if key != good and (_stem(key) == _stem(good) or key.lower().replace("-", "_") == good.lower()):
+            unit = good.rsplit("_", 1)[-1] if "_" in good else ""
+            return f" (did you mean '{good}'? the unit is part of the key: {unit})" if unit else f" (did you mean '{good}'?)"
+    return ""
+
+
 def parse_hardware(data: dict, where: str) -> HardwareSpec:
     if not isinstance(data, dict):
         raise SpecError(f"{where}: a hardware spec must be a JSON object")
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
-        hint = ""
-        for k in unknown:
-            for good in _TOP_KEYS:
-                if k.lower().split("_")[0] == good.lower().split("_")[0] and k != good:
-                    hint = f" (did you mean '{good}'? units are part of the key)"
-        raise SpecError(f"{where}: unknown key '{unknown[0]}'{hint}")
+        raise SpecError(f"{where}: unknown key '{unknown[0]}'{unit_hint(unknown[0], _TOP_KEYS)}")
     for k in sorted(_TOP_KEYS):
         if k not in data:
             raise SpecError(f"{where}: missing key '{k}'")

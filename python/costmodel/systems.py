@@ -1,0 +1,432 @@
+"""System specs: a multi-dimensional network described as ASTRA-sim's network.yml, the
+per-device hardware preset, and the ASTRA-sim system.json knobs.
+
+A spec file looks like (every number plain or as `{"value", "source"}`)
+
+    {
+      "name": "dgx-h100",
+      "description": "NVIDIA DGX H100: 8 H100 SXM on NVSwitch",
+      "hardware": "h100-sxm",
+      "network": [
+        {"topology": "Switch", "npus_count": 8,
+         "bandwidth_GBps": {"value": 450, "source": "..."},
+         "latency_ns": {"value": 936.25, "source": "..."}}
+      ],
+      "collectives": {"all_reduce": ["ring"], "all_gather": ["ring"],
+                      "reduce_scatter": ["ring"], "all_to_all": ["direct"]},
+      "astra_sim": {"scheduling_policy": "LIFO", "collective_optimization": "localBWAware",
+                    "endpoint_delay_ns": 10, "active_chunks_per_dimension": 1,
+                    "preferred_dataset_splits": 4}
+    }
+
+`network` lists the dimensions, dimension 0 first (rank r's coordinate in dimension d is
+`(r // prod(npus_count[:d])) % npus_count[d]`, as ASTRA-sim computes it).
+`bandwidth_GBps` is per link and per direction in 1e9 bytes/s (ASTRA-sim's network.yml
+takes GiB/s = 2^30 bytes/s: `to_network_yml` converts). `collectives` and `astra_sim`
+are optional; their defaults are `DEFAULT_COLLECTIVES` (ring everywhere) and
+`DEFAULT_ASTRA_SIM` (ASTRA-sim's examples/system/native_collectives/Ring_4chunks.json);
+`local_mem_bw_GBps` and `peak_perf_TFLOPS` default to the hardware preset's memory
+bandwidth and bf16 matrix peak. Validation is exact: unknown or missing keys, wrong units,
+bad enum values, non-positive numbers and `npus_count <= 1` are errors naming the key.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .hardware import (
+    HardwareSpec,
+    SpecError,
+    _number,
+    list_presets,
+    load_hardware,
+    looks_like_path,
+    read_preset_or_file,
+    unit_hint,
+)
+
+__all__ = [
+    "SystemSpec",
+    "NetworkDim",
+    "AstraSimConfig",
+    "load_system",
+    "list_systems",
+    "parse_system",
+    "to_network_yml",
+    "to_system_json",
+    "to_remote_memory_json",
+    "TOPOLOGIES",
+    "IMPLEMENTATIONS",
+    "COLLECTIVE_TYPES",
+    "GIB_PER_GB",
+]
+
+TOPOLOGIES = ("Ring", "FullyConnected", "Switch")
+IMPLEMENTATIONS = (
+    "ring",
+    "oneRing",
+    "doubleBinaryTree",
+    "direct",
+    "oneDirect",
+    "halvingDoubling",
+    "oneHalvingDoubling",
+)
+# our key -> ASTRA-sim system.json key
+COLLECTIVE_TYPES = {
+    "all_reduce": "all-reduce-implementation",
+    "all_gather": "all-gather-implementation",
+    "reduce_scatter": "reduce-scatter-implementation",
+    "all_to_all": "all-to-all-implementation",
+}
+SCHEDULING_POLICIES = ("LIFO", "FIFO")
+COLLECTIVE_OPTIMIZATIONS = ("baseline", "localBWAware")
+
+# ASTRA-sim's analytical network converts "GB/s" with 1 GB = 2^30 bytes
+# (astra-network-analytical common/NetworkFunction.cpp bw_GBps_to_Bpns).
+GIB_PER_GB = 1e9 / (1 << 30)
+
+DEFAULT_COLLECTIVE_IMPL = "ring"
+DEFAULT_ASTRA_SIM = {
+    "scheduling_policy": "LIFO",
+    "collective_optimization": "localBWAware",
+    "endpoint_delay_ns": 10,
+    "active_chunks_per_dimension": 1,
+    "preferred_dataset_splits": 4,
+}
+DEFAULT_ASTRA_SIM_SOURCE = "ASTRA-sim examples/system/native_collectives/Ring_4chunks.json (default)"
+
+_TOP_REQUIRED = {"name", "description", "hardware", "network"}
+_TOP_OPTIONAL = {"collectives", "astra_sim"}
+_DIM_KEYS = {"topology", "npus_count", "bandwidth_GBps", "latency_ns"}
+_ASTRA_KEYS = {
+    "scheduling_policy",
+    "collective_optimization",
+    "endpoint_delay_ns",
+    "active_chunks_per_dimension",
+    "preferred_dataset_splits",
+    "local_mem_bw_GBps",
+    "peak_perf_TFLOPS",
+}
+
+
+@dataclass(frozen=True)
+class NetworkDim:
+    """One network dimension as in ASTRA-sim's network.yml (bandwidth in 1e9 B/s per link and direction)."""
+
+    topology: str
+    npus_count: int
+    bandwidth_GBps: float
+    latency_ns: float
+
+    def hops(self, src: int, dst: int) -> int:
+        """Hops between local coordinates, as ASTRA-sim's congestion-unaware topologies count them."""
+        if src == dst:
+            return 0
+        if self.topology == "Switch":
+            return 2
+        if self.topology == "FullyConnected":
+            return 1
+        cw = (dst - src) % self.npus_count  # Ring, bidirectional: the shorter way
+        return min(cw, self.npus_count - cw)
+
+
+@dataclass(frozen=True)
+class AstraSimConfig:
+    """ASTRA-sim system.json knobs."""
+
+    scheduling_policy: str
+    collective_optimization: str
+    endpoint_delay_ns: float
+    active_chunks_per_dimension: int
+    preferred_dataset_splits: int
+    local_mem_bw_GBps: float
+    peak_perf_TFLOPS: float
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    name: str
+    description: str
+    hardware: str  # preset name (or path) of the per-device hardware
+    hardware_spec: HardwareSpec = field(compare=False, repr=False)
+    dims: tuple[NetworkDim, ...] = ()
+    # collective type -> implementation per dimension
+    collectives: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    astra_sim: AstraSimConfig | None = None
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+    path: str | None = field(default=None, compare=False)
+
+    @property
+    def num_npus(self) -> int:
+        return math.prod(d.npus_count for d in self.dims)
+
+    def coords(self, rank: int) -> tuple[int, ...]:
+        """Rank -> per-dimension coordinate, dimension 0 fastest (ASTRA-sim's translate_address)."""
+        out = []
+        for d in self.dims:
+            out.append(rank % d.npus_count)
+            rank //= d.npus_count
+        return tuple(out)
+
+    def rank_of(self, coords) -> int:
+        r, stride = 0, 1
+        for c, d in zip(coords, self.dims):
+            r += c * stride
+            stride *= d.npus_count
+        return r
+
+    def implementation(self, kind: str, dim: int) -> str:
+        return self.collectives[kind][dim]
+
+    def to_json(self) -> dict:
+        def val(key: str, v):
+            src = self.sources.get(key)
+            if isinstance(v, float) and v.is_integer():
+                v = int(v)
+            return {"value": v, "source": src} if src else v
+
+        net = []
+        for i, d in enumerate(self.dims):
+            net.append(
+                {
+                    "topology": d.topology,
+                    "npus_count": val(f"network[{i}].npus_count", d.npus_count),
+                    "bandwidth_GBps": val(f"network[{i}].bandwidth_GBps", d.bandwidth_GBps),
+                    "latency_ns": val(f"network[{i}].latency_ns", d.latency_ns),
+                }
+            )
+        a = self.astra_sim
+        astra = {k: val(f"astra_sim.{k}", getattr(a, k)) for k in sorted(_ASTRA_KEYS)}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "hardware": self.hardware,
+            "network": net,
+            "collectives": {k: list(v) for k, v in self.collectives.items()},
+            "astra_sim": astra,
+        }
+
+
+def _check_keys(where: str, prefix: str, data: dict, required: set, optional: set = frozenset()) -> None:
+    allowed = set(required) | set(optional)
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise SpecError(f"{where}: unknown key '{prefix}{unknown[0]}'{unit_hint(unknown[0], allowed)}")
+    for k in sorted(required):
+        if k not in data:
+            raise SpecError(f"{where}: missing key '{prefix}{k}'")
+
+
+def _enum(where: str, key: str, raw, allowed) -> str:
+    if isinstance(raw, dict) and set(raw) <= {"value", "source"} and "value" in raw:
+        raw = raw["value"]
+    if raw not in allowed:
+        raise SpecError(f"{where}: '{key}' must be one of {', '.join(allowed)}, got {raw!r}")
+    return raw
+
+
+def _integer(where: str, key: str, raw, sources: dict, minimum: int = 1) -> int:
+    v = _number(where, key, raw, sources)
+    if not v.is_integer():
+        raise SpecError(f"{where}: '{key}' must be an integer, got {v}")
+    if v < minimum:
+        raise SpecError(f"{where}: '{key}' must be >= {minimum}, got {int(v)}")
+    return int(v)
+
+
+def _nonneg(where: str, key: str, raw, sources: dict) -> float:
+    """A number >= 0 (latencies and delays may be zero)."""
+    if raw == 0 or (isinstance(raw, dict) and raw.get("value") == 0):
+        if isinstance(raw, dict):
+            _number(where, key, {**raw, "value": 1}, sources)
+        return 0.0
+    return _number(where, key, raw, sources)
+
+
+def parse_system(data: dict, where: str) -> SystemSpec:
+    if not isinstance(data, dict):
+        raise SpecError(f"{where}: a system spec must be a JSON object")
+    _check_keys(where, "", data, _TOP_REQUIRED, _TOP_OPTIONAL)
+    for k in ("name", "description", "hardware"):
+        if not isinstance(data[k], str) or not data[k]:
+            raise SpecError(f"{where}: '{k}' must be a non-empty string")
+    try:
+        hw = load_hardware(data["hardware"])
+    except SpecError as err:
+        raise SpecError(f"{where}: 'hardware': {err}") from None
+    sources: dict[str, str] = {}
+    net = data["network"]
+    if not isinstance(net, list) or not net:
+        raise SpecError(f"{where}: 'network' must be a non-empty list of dimensions")
+    dims = []
+    for i, d in enumerate(net):
+        p = f"network[{i}]."
+        if not isinstance(d, dict):
+            raise SpecError(f"{where}: 'network[{i}]' must be an object")
+        _check_keys(where, p, d, _DIM_KEYS)
+        dims.append(
+            NetworkDim(
+                topology=_enum(where, p + "topology", d["topology"], TOPOLOGIES),
+                npus_count=_integer(where, p + "npus_count", d["npus_count"], sources, minimum=2),
+                bandwidth_GBps=_number(where, p + "bandwidth_GBps", d["bandwidth_GBps"], sources),
+                latency_ns=_nonneg(where, p + "latency_ns", d["latency_ns"], sources),
+            )
+        )
+    coll_raw = data.get("collectives", {})
+    if not isinstance(coll_raw, dict):
+        raise SpecError(f"{where}: 'collectives' must be an object")
+    _check_keys(where, "collectives.", coll_raw, set(), set(COLLECTIVE_TYPES))
+    collectives = {}
+    for kind in COLLECTIVE_TYPES:
+        impls = coll_raw.get(kind, [DEFAULT_COLLECTIVE_IMPL] * len(dims))
+        if not isinstance(impls, list) or len(impls) != len(dims):
+            raise SpecError(
+                f"{where}: 'collectives.{kind}' must list one implementation per network dimension ({len(dims)})"
+            )
+        for j, impl in enumerate(impls):
+            base = impl
+            if isinstance(impl, str) and impl.startswith(("direct", "oneDirect")) and impl not in IMPLEMENTATIONS:
+                base = "oneDirect" if impl.startswith("oneDirect") else "direct"
+                if not impl[len(base):].isdigit():
+                    base = impl
+            if base not in IMPLEMENTATIONS:
+                raise SpecError(
+                    f"{where}: 'collectives.{kind}[{j}]' must be one of {', '.join(IMPLEMENTATIONS)} "
+                    f"(direct may carry a window, e.g. direct4), got {impl!r}"
+                )
+            if base == "doubleBinaryTree" and kind != "all_reduce":
+                raise SpecError(f"{where}: 'collectives.{kind}[{j}]': doubleBinaryTree implements all_reduce only")
+            if base in ("halvingDoubling", "oneHalvingDoubling") and kind == "all_to_all":
+                raise SpecError(f"{where}: 'collectives.{kind}[{j}]': halvingDoubling has no all_to_all")
+        collectives[kind] = tuple(impls)
+    astra_raw = data.get("astra_sim", {})
+    if not isinstance(astra_raw, dict):
+        raise SpecError(f"{where}: 'astra_sim' must be an object")
+    _check_keys(where, "astra_sim.", astra_raw, set(), _ASTRA_KEYS)
+    a = dict(DEFAULT_ASTRA_SIM)
+    for k in DEFAULT_ASTRA_SIM:
+        sources.setdefault(f"astra_sim.{k}", DEFAULT_ASTRA_SIM_SOURCE)
+    for k, raw in astra_raw.items():
+        key = f"astra_sim.{k}"
+        sources.pop(key, None)
+        if k == "scheduling_policy":
+            a[k] = _enum(where, key, raw, SCHEDULING_POLICIES)
+        elif k == "collective_optimization":
+            a[k] = _enum(where, key, raw, COLLECTIVE_OPTIMIZATIONS)
+        elif k in ("active_chunks_per_dimension", "preferred_dataset_splits"):
+            a[k] = _integer(where, key, raw, sources)
+        elif k == "endpoint_delay_ns":
+            a[k] = _nonneg(where, key, raw, sources)
+        else:
+            a[k] = _number(where, key, raw, sources)
+        if isinstance(raw, dict) and "source" in raw:
+            sources[key] = raw["source"]
+    if "local_mem_bw_GBps" not in a:
+        a["local_mem_bw_GBps"] = hw.memory_bandwidth_GBps
+        sources["astra_sim.local_mem_bw_GBps"] = f"hardware '{hw.name}' memory_bandwidth_GBps"
+    if "peak_perf_TFLOPS" not in a:
+        a["peak_perf_TFLOPS"] = hw.peak_TFLOPS("matrix", "bf16")
+        sources["astra_sim.peak_perf_TFLOPS"] = f"hardware '{hw.name}' matrix_peak_TFLOPS.bf16"
+    astra = AstraSimConfig(
+        scheduling_policy=a["scheduling_policy"],
+        collective_optimization=a["collective_optimization"],
+        endpoint_delay_ns=float(a["endpoint_delay_ns"]),
+        active_chunks_per_dimension=int(a["active_chunks_per_dimension"]),
+        preferred_dataset_splits=int(a["preferred_dataset_splits"]),
+        local_mem_bw_GBps=float(a["local_mem_bw_GBps"]),
+        peak_perf_TFLOPS=float(a["peak_perf_TFLOPS"]),
+    )
+    return SystemSpec(
+        name=data["name"],
+        description=data["description"],
+        hardware=data["hardware"],
+        hardware_spec=hw,
+        dims=tuple(dims),
+        collectives=collectives,
+        astra_sim=astra,
+        sources=sources,
+        path=where,
+    )
+
+
+def list_systems() -> list[str]:
+    return list_presets("systems")
+
+
+_SYS_CACHE: dict[str, SystemSpec] = {}
+
+
+def load_system(name: str) -> SystemSpec:
+    """A preset by name (`dgx-h100`) or a user JSON file by path."""
+    if name in _SYS_CACHE:
+        return _SYS_CACHE[name]
+    data, where = read_preset_or_file("systems", name)
+    spec = parse_system(data, where)
+    if not looks_like_path(name):
+        _SYS_CACHE[name] = spec
+    return spec
+
+
+# ---------------------------------------------------------------------------
+# ASTRA-sim configuration files
+
+
+def _fmt(x: float) -> str:
+    r = repr(round(float(x), 9))
+    return r
+
+
+def astra_bandwidth(dim: NetworkDim) -> float:
+    """The network.yml bandwidth (ASTRA-sim's GB/s = 2^30 B/s) for a dimension."""
+    return round(dim.bandwidth_GBps * GIB_PER_GB, 9)
+
+
+def to_network_yml(system: SystemSpec) -> str:
+    """network.yml for ASTRA-sim's analytical backends (all keys, one entry per dimension)."""
+    dims = system.dims
+    lines = [
+        f"# {system.name}: {system.description}",
+        "# bandwidth is per link and direction in ASTRA-sim's GB/s (2^30 bytes/s);",
+        "# the system spec's bandwidth_GBps (1e9 bytes/s) x 0.931322574615",
+        "topology: [ " + ", ".join(d.topology for d in dims) + " ]",
+        "npus_count: [ " + ", ".join(str(d.npus_count) for d in dims) + " ]",
+        "bandwidth: [ " + ", ".join(_fmt(astra_bandwidth(d)) for d in dims) + " ]",
+        "latency: [ " + ", ".join(_fmt(d.latency_ns) for d in dims) + " ]",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _num(x: float):
+    return int(x) if float(x).is_integer() else float(x)
+
+
+def to_system_json(system: SystemSpec, roofline_enabled: bool = False) -> dict:
+    """system.json for ASTRA-sim (all knobs written explicitly)."""
+    a = system.astra_sim
+    out = {
+        "scheduling-policy": a.scheduling_policy,
+        "endpoint-delay": _num(a.endpoint_delay_ns),
+        "active-chunks-per-dimension": a.active_chunks_per_dimension,
+        "preferred-dataset-splits": a.preferred_dataset_splits,
+        "collective-optimization": a.collective_optimization,
+        "local-mem-bw": _num(a.local_mem_bw_GBps),
+        "peak-perf": _num(a.peak_perf_TFLOPS),
+        "roofline-enabled": 1 if roofline_enabled else 0,
+    }
+    for kind, key in COLLECTIVE_TYPES.items():
+        out[key] = list(system.collectives[kind])
+    return out
+
+
+def to_remote_memory_json(system: SystemSpec) -> dict:
+    """remote_memory.json for a plain run (no memory expansion)."""
+    per_node = system.dims[0].npus_count
+    return {
+        "memory-type": "NO_MEMORY_EXPANSION",
+        "num-nodes": max(1, system.num_npus // per_node),
+        "num-npus-per-node": per_node,
+        "remote-mem-latency": 0,
+        # unused without memory expansion; a positive value keeps any division finite
+        "remote-mem-bw": _num(system.hardware_spec.memory_bandwidth_GBps),
+    }

@@ -1,0 +1,153 @@
+"""Communication model: ASTRA-sim's measured example and hand-derived formulas."""
+
+import math
+
+import pytest
+
+from costmodel.commmodel import CommModelError, collective_time_ns, plan_collective
+from costmodel.systems import load_system, parse_system
+
+GIB = 2**30 / 1e9  # 1 GiB/s in GB/s: ASTRA-sim's network.yml unit
+
+
+def system(dims, splits=4, chunks=1, delay=10, lmbw=1600, opt="localBWAware", impl="ring"):
+    return parse_system({
+        "name": "t", "description": "t", "hardware": "h100-sxm",
+        "network": [{"topology": t, "npus_count": n, "bandwidth_GBps": bw * GIB, "latency_ns": lat}
+                    for t, n, bw, lat in dims],
+        "collectives": {k: [impl] * len(dims) for k in ("all_reduce", "all_gather", "reduce_scatter")}
+        | {"all_to_all": ["ring"] * len(dims)},
+        "astra_sim": {"preferred_dataset_splits": splits, "active_chunks_per_dimension": chunks,
+                      "endpoint_delay_ns": delay, "local_mem_bw_GBps": lmbw, "collective_optimization": opt},
+    }, "test")
+
+
+def net(lat, nbytes, bw_gib, hops=1):
+    return math.floor(hops * lat + nbytes / (bw_gib * 2**30 / 1e9))
+
+
+def red(nbytes, lmbw):
+    return 3 * math.floor(nbytes / (lmbw * 1e9) * 1e9)
+
+
+def test_astra_sim_worked_example_exact():
+    # ../shared/specs: 2 ranks, Ring, 50 GB/s, 500 ns, 1 MiB all-reduce -> 24,620 ns
+    # (system.json as ASTRA-sim's Ring_4chunks.json: 4 splits, 1 active chunk, endpoint 10 ns, local-mem-bw 1600)
+    s = system([("Ring", 2, 50, 500)])
+    t, algo = collective_time_ns(s, "all_reduce", 1 << 20, [0, 1])
+    assert t == 24620 and algo == "ring"
+    # per chunk: 3 injections + 2 messages of 128 KiB + one reduction
+    assert t == 4 * (3 * 10 + 2 * net(500, 131072, 50) + red(131072, 1600))
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_ring_formulas_one_dim(n):
+    s = system([("Ring", n, 100, 700)], splits=1, delay=20, lmbw=2000)
+    D = 3 << 20
+    ar, _ = collective_time_ns(s, "all_reduce", D, range(n))
+    assert ar == 2 * (n - 1) * net(700, D // n, 100) + (2 * n - 1) * 20 + (n - 1) * red(D // n, 2000)
+    rs, _ = collective_time_ns(s, "reduce_scatter", D, range(n))
+    assert rs == (n - 1) * net(700, D // n, 100) + n * 20 + (n - 1) * red(D // n, 2000)
+    ag, _ = collective_time_ns(s, "all_gather", D, range(n))  # comm_bytes = the input shard
+    assert ag == (n - 1) * net(700, D, 100) + n * 20
+    a2a, _ = collective_time_ns(s, "all_to_all", D, range(n))
+    steps = n * (n - 1) // 2
+    assert a2a == steps * net(700, D // n, 100) + (steps + 1) * 20
+
+
+def test_switch_counts_two_hops_and_chunks_in_parallel():
+    s1 = system([("Switch", 4, 100, 700)], splits=4, chunks=1)
+    s2 = system([("Switch", 4, 100, 700)], splits=4, chunks=2)
+    D = 8 << 20
+    one_chunk = 3 * net(700, D // 4 // 4, 100, hops=2) + 4 * 10 + 3 * red(D // 16, 1600)
+    assert collective_time_ns(s1, "reduce_scatter", D, range(4))[0] == 4 * one_chunk
+    assert collective_time_ns(s2, "reduce_scatter", D, range(4))[0] == 2 * one_chunk
+
+
+def test_min_chunk_is_num_npus():
+    s = system([("Ring", 4, 100, 100)], splits=4)
+    # 8 bytes / 4 splits < 4 NPUs: chunk = 4 bytes, 4 chunks
+    t, _ = collective_time_ns(s, "all_reduce", 8, range(4))
+    assert t == 4 * (6 * net(100, 1, 100) + 7 * 10 + 3 * red(1, 1600))
+
+
+def test_two_dims_local_bw_aware_pipeline():
+    # AR over 2 dims, 2 chunks: RS(dim0) -> AR(dim1) -> AG(dim0); queue of dim 0 runs RS c0, RS c1, AG c0, AG c1
+    s = system([("Ring", 2, 100, 500), ("Ring", 2, 10, 500)], splits=2)
+    D = 1 << 22
+    c = D // 2
+    rs = 1 * net(500, c // 2, 100) + 2 * 10 + red(c // 2, 1600)
+    ar = 2 * net(500, (c // 2) // 2, 10) + 3 * 10 + red(c // 4, 1600)
+    ag = 1 * net(500, c // 2, 100) + 2 * 10
+    # hand schedule
+    rs0, rs1 = rs, 2 * rs
+    ar0 = rs0 + ar
+    ar1 = max(rs1, ar0) + ar
+    ag0 = max(rs1, ar0) + ag
+    ag1 = max(ag0, ar1) + ag
+    t, algo = collective_time_ns(s, "all_reduce", D, range(4))
+    assert t == ag1
+    assert algo.startswith("hierarchical:reduce_scatter@dim0")
+    # baseline: all-reduce on each dimension with the full chunk
+    b = system([("Ring", 2, 100, 500), ("Ring", 2, 10, 500)], splits=2, opt="baseline")
+    ar_d0 = 2 * net(500, c // 2, 100) + 3 * 10 + red(c // 2, 1600)
+    ar_d1 = 2 * net(500, c // 2, 10) + 3 * 10 + red(c // 2, 1600)
+    # chunk 1 waits for dimension 0, then for dimension 1
+    assert collective_time_ns(b, "all_reduce", D, range(4))[0] == ar_d0 + ar_d1 + max(ar_d0, ar_d1)
+
+
+def test_all_gather_goes_down_the_dims():
+    s = system([("Ring", 2, 100, 500), ("Ring", 4, 10, 500)], splits=1)
+    D = 1 << 20
+    # dim 1 first with the shard, then dim 0 with 4x the data
+    expect = 3 * net(500, D, 10) + 4 * 10 + 1 * net(500, 4 * D, 100) + 2 * 10
+    assert collective_time_ns(s, "all_gather", D, range(8))[0] == expect
+
+
+def test_group_placement():
+    s = load_system("dgx-h100-x4nodes")
+    assert plan_collective(s, range(32)).involved_dims == (True, True)
+    assert plan_collective(s, range(8, 16)).involved_dims == (True, False)
+    assert plan_collective(s, [3, 11, 19, 27]).involved_dims == (False, True)
+    p = plan_collective(s, [0, 1])
+    assert p.flat and p.involved_dims is None
+    with pytest.raises(CommModelError, match="outside"):
+        plan_collective(s, [0, 32])
+
+
+def test_flat_ring_group():
+    # dgx-h100: group of 4 of the 8 GPUs runs as a communicator-group ring: 10 ns local injections
+    s = load_system("dgx-h100")
+    D = 4 << 20
+    c = D // 4
+    bw = 450 / GIB
+    t, algo = collective_time_ns(s, "all_reduce", D, [0, 1, 2, 3])
+    one = 6 * net(936.25, c // 4, bw, hops=2) + 7 * 10 + 3 * red(c // 4, 3350)
+    assert algo == "flat-ring" and t == pytest.approx(4 * one, abs=1)
+
+
+def test_p2p_and_errors():
+    s = load_system("dgx-h100-x4nodes")
+    t, algo = collective_time_ns(s, "send", 1 << 20, [0, 8])  # across nodes: dim 1, 2 hops
+    assert algo == "p2p" and t == net(1000, 1 << 20, 50 / GIB, hops=2)
+    t, _ = collective_time_ns(s, "collective_permute", 1 << 20, [0, 1])
+    assert t == net(936.25, 1 << 20, 450 / GIB, hops=2)
+    assert collective_time_ns(s, "all_reduce", 0, range(32)) == (0.0, "none")
+    assert collective_time_ns(s, "all_reduce", 100, [5]) == (0.0, "none")
+    with pytest.raises(CommModelError, match="unknown collective kind"):
+        collective_time_ns(s, "reduce", 1, [0, 1])
+    with pytest.raises(CommModelError, match="unknown collective implementation"):
+        collective_time_ns(s, "all_reduce", 1, range(32), algorithm="magic")
+
+
+def test_other_algorithms_are_positive_and_ordered():
+    s = load_system("dgx-h100")
+    D = 64 << 20
+    ring, _ = collective_time_ns(s, "all_reduce", D, range(8))
+    for algo in ("direct", "halvingDoubling", "doubleBinaryTree"):
+        t, name = collective_time_ns(s, "all_reduce", D, range(8), algorithm=algo)
+        assert t > 0 and algo in name
+    # bandwidth term: the ring moves 2(n-1)/n of the buffer per rank
+    assert ring > 2 * 7 / 8 * D / (450 * 1e9 / 1e9)
+    t, _ = collective_time_ns(s, "collective_broadcast", D, range(8))
+    assert t > D / 450
