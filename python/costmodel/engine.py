@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .ir import DiagnosticEngine, ir
-from .rules import REGION_OPS, OpCost, Unsupported, rule_for
+from .rules import REGION_OPS, NotDecomposed, OpCost, Unsupported, rule_for
 from .shapes import type_info
 
 __all__ = ["CostEngine", "Totals", "COST_ATTR", "SUMMARY_ATTR", "UNSUPPORTED_ATTR", "infer_trip_count"]
@@ -196,6 +196,7 @@ class CostEngine:
         self.unsupported_ops: dict[str, int] = {}
         self._i64 = None
         self._backend_attr = None
+        self._decomp_cache: dict = {}
 
     # -- attributes -----------------------------------------------------------
     def _cost_attr(self, flops, transc, br, bw, time_ns, bound, trip_count=None):
@@ -349,6 +350,34 @@ class CostEngine:
             per.transcendentals += t.transcendentals
         return per
 
+    def _scan_length(self, op) -> int:
+        return _scan_length_of(op)
+
+    # RuleEnv: cost of the ops a decomposition pass rewrites `op` into
+    def decomposed_cost(self, op: ir.Operation, pipeline: str) -> OpCost:
+        attrs = {k: op.attributes[k] for k in (getattr(a, "name", a) for a in op.attributes) if not k.startswith("costmodel.")}
+        in_types = [v.type for v in op.operands]
+        out_types = [v.type for v in op.results]
+        key = (
+            pipeline,
+            op.name,
+            tuple(str(t) for t in in_types),
+            tuple(str(t) for t in out_types),
+            tuple(sorted((k, str(v)) for k, v in attrs.items())),
+        )
+        hit = self._decomp_cache.get(key)
+        if hit is not None:
+            if isinstance(hit, Exception):
+                raise hit
+            return OpCost(flops=hit[0], transcendentals=hit[1])
+        try:
+            flops, transc = _cost_decomposition(op.context, op.name, in_types, out_types, attrs, pipeline)
+        except Unsupported as err:
+            self._decomp_cache[key] = err
+            raise
+        self._decomp_cache[key] = (flops, transc)
+        return OpCost(flops=flops, transcendentals=transc)
+
     def _region_op(self, op: ir.Operation) -> Totals | None:
         name = op.name
         if name == "stablehlo.while":
@@ -371,14 +400,31 @@ class CostEngine:
             self._set_totals_attr(op, t, trip)
             return t
         if name in ("stablehlo.case", "stablehlo.if"):
+            # XLA HandleConditional: the maximum over the branches, per property.
             branches = [self.region_totals(r) for r in op.regions]
-            best = max(branches, key=lambda b: (b.time_ns, b.flops)) if branches else Totals()
             t = Totals()
-            t.add(best)
+            for b in branches:
+                t.flops = max(t.flops, b.flops)
+                t.transcendentals = max(t.transcendentals, b.transcendentals)
+                t.bytes_read = max(t.bytes_read, b.bytes_read)
+                t.bytes_written = max(t.bytes_written, b.bytes_written)
+                t.time_ns = max(t.time_ns, b.time_ns)
+                for k, v in b.time_by_bound.items():
+                    t.time_by_bound[k] = max(t.time_by_bound[k], v)
+                t.unsupported = max(t.unsupported, b.unsupported)
             self._set_totals_attr(op, t)
             return t
-        if name in ("func.call", "stablehlo.composite"):
-            key = "callee" if name == "func.call" else "decomposition"
+        if name == "chlo.scan":
+            body = Totals()
+            for r in op.regions:
+                body.add(self.region_totals(r))
+            length = self._scan_length(op)
+            t = Totals()
+            t.add(body, length)
+            self._set_totals_attr(op, t, length)
+            return t
+        if name in ("func.call", "stablehlo.composite", "stablehlo.async_start"):
+            key = {"func.call": "callee", "stablehlo.composite": "decomposition"}.get(name, "called_computation")
             callee = ir.FlatSymbolRefAttr(op.attributes[key]).value
             ft = self.func_totals(callee)
             if ft is None:
@@ -395,12 +441,79 @@ class CostEngine:
             t.add(ft)
             self._set_totals_attr(op, t)
             return t
-        # sdy.manual_computation and any other single-body region op: the body once.
+        # sdy.manual_computation, sdy.named_computation: the body once.
         t = Totals()
         for r in op.regions:
             t.add(self.region_totals(r))
         self._set_totals_attr(op, t)
         return t
+
+
+def _scan_length_of(op) -> int:
+    dim = int(ir.IntegerAttr(op.attributes["dimension"]).value)
+    if "scan_dim_size" in op.attributes:
+        return int(ir.IntegerAttr(op.attributes["scan_dim_size"]).value)
+    for v in list(op.operands) + list(op.results):
+        info = type_info(v.type)
+        if info.is_tensor and not info.dynamic and len(info.shape) > dim:
+            return info.shape[dim]
+    return 1
+
+
+def _cost_decomposition(ctx, name, in_types, out_types, attrs, pipeline) -> tuple[int, int]:
+    """Build `func @f(args) { name(args) }`, run `pipeline` on it and cost the result."""
+    from jaxlib.mlir.dialects import func as func_d
+    from jaxlib.mlir.passmanager import PassManager
+
+    with ctx, ir.Location.unknown():
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            fn = func_d.FuncOp("f", ir.FunctionType.get(in_types, out_types))
+            block = fn.add_entry_block()
+            with ir.InsertionPoint(block):
+                new = ir.Operation.create(name, results=out_types, operands=list(block.arguments), attributes=attrs)
+                func_d.ReturnOp(list(new.results))
+        try:
+            PassManager.parse(f"builtin.module({pipeline})").run(module.operation)
+        except Exception as err:  # MLIRError: the pass cannot decompose this instance
+            raise Unsupported(f"cannot decompose with {pipeline}: {str(err).splitlines()[0]}") from None
+        sub = CostEngine(_NullBackend(), "none", DiagnosticEngine())
+        sub._i64 = ir.IntegerType.get_signless(64)
+        sub._backend_attr = ir.StringAttr.get("null")
+        t = Totals()
+        for op in module.body.operations:
+            op = op.operation
+            if op.name == "func.func":
+                for b in op.regions[0].blocks:
+                    out_text = [str(t) for t in out_types]
+                    for inner in b.operations:
+                        if inner.operation.name == name and [str(r.type) for r in inner.operation.results] == out_text:
+                            raise NotDecomposed(f"{pipeline} does not decompose this '{name}'")
+                    # The HLO conversion constant-folds ops of constants (log(0.5) ...):
+                    # they cost nothing, as in XLA.
+                    folded: set = set()
+                    for inner in b.operations:
+                        inner = inner.operation
+                        if inner.name.startswith(("shape.", "tensor.", "arith.")):
+                            continue  # shape bookkeeping of the broadcast expansion
+                        if inner.name == "stablehlo.constant" or (
+                            not len(inner.regions)
+                            and len(inner.operands)
+                            and all(v in folded for v in inner.operands)
+                        ):
+                            folded.update(inner.results)
+                            continue
+                        sub.cost_op(inner, t)
+        if sub.unsupported_ops:
+            raise Unsupported(f"its decomposition has ops without a cost: {', '.join(sorted(sub.unsupported_ops))}")
+        return t.flops, t.transcendentals
+
+
+class _NullBackend:
+    name = "null"
+
+    def estimate(self, cost):
+        return 0.0, "overhead"
 
 
 def dynamic_operands(op: ir.Operation) -> bool:

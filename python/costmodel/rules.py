@@ -32,6 +32,9 @@ __all__ = [
     "ELEMENTWISE_OPS",
     "ZERO_COST_CUSTOM_CALLS",
     "rule_for",
+    "rule_name",
+    "CHLO_DECOMPOSED_OPS",
+    "DATA_MOVEMENT_OPS",
     "default_rule",
     "Unsupported",
 ]
@@ -45,6 +48,10 @@ NONE = "none"
 
 class Unsupported(Exception):
     """Raised by a rule that cannot cost this instance (e.g. dynamic shapes)."""
+
+
+class NotDecomposed(Unsupported):
+    """The decomposition pass left the op as it was."""
 
 
 @dataclass(slots=True)
@@ -72,6 +79,9 @@ class OpCost:
 class RuleEnv(Protocol):
     def apply_cost(self, region: ir.Region) -> OpCost:
         """Cost of one application of a scalar computation region (reduce bodies ...)."""
+
+    def decomposed_cost(self, op: ir.Operation, pipeline: str) -> OpCost:
+        """Flops/transcendentals of the ops that pass `pipeline` rewrites `op` into."""
 
 
 Rule = Callable[[ir.Operation, RuleEnv], OpCost]
@@ -145,13 +155,27 @@ def _prod(xs) -> int:
     return p
 
 
+def _ceil_log2(n: int) -> int:
+    """XLA's Log2Ceiling: smallest k with 2**k >= n (0 for n <= 1)."""
+    return (n - 1).bit_length() if n > 1 else 0
+
+
+def _floor_log2(n: int) -> int:
+    """XLA's Log2Floor (0 for n <= 1)."""
+    return n.bit_length() - 1 if n >= 1 else 0
+
+
+def _first_result(op) -> TensorInfo:
+    return _info(op.results[0])
+
+
 # ---------------------------------------------------------------------------
-# default and elementwise
+# default, bookkeeping, elementwise
 # ---------------------------------------------------------------------------
 
 
 def default_rule(op, env) -> OpCost:
-    """No arithmetic: read every operand, write every result."""
+    """Data movement, no arithmetic: read every operand, write every result."""
     ins, outs = _operands(op), _results(op)
     return OpCost(
         bytes_read=sum(i.nbytes for i in ins),
@@ -162,16 +186,20 @@ def default_rule(op, env) -> OpCost:
 
 
 def zero_rule(op, env) -> OpCost:
-    """Bookkeeping with no data movement (return, token ops, shape-only ops)."""
+    """Bookkeeping with no data movement (return, token ops, tuple plumbing, barriers)."""
+    _operands(op)  # dynamic shapes are still reported
     return OpCost(unit=NONE)
 
 
 def constant_rule(op, env) -> OpCost:
-    """A constant is materialised once: XLA counts its output bytes, no flops."""
+    """A constant/iota is materialised once: its result bytes written, no flops (XLA: iota 0 flops)."""
     outs = _results(op)
     return OpCost(bytes_written=sum(o.nbytes for o in outs), unit=NONE, dtype=_dtype(outs))
 
 
+# XLA HloCostAnalysis::HandleElementwiseOp: these opcodes count one transcendental per
+# output element, every other elementwise op one flop. (kErf is a transcendental in the
+# XLA that jaxlib 0.10 carries; chlo.erf and chlo.tan convert to kErf/kTan.)
 TRANSCENDENTAL_OPS = frozenset(
     {
         "stablehlo.exponential",
@@ -189,23 +217,7 @@ TRANSCENDENTAL_OPS = frozenset(
         "stablehlo.power",
         "stablehlo.atan2",
         "chlo.erf",
-        "chlo.erfc",
-        "chlo.erf_inv",
-        "chlo.lgamma",
-        "chlo.digamma",
-        "chlo.polygamma",
-        "chlo.zeta",
-        "chlo.bessel_i1e",
-        "chlo.acos",
-        "chlo.acosh",
-        "chlo.asin",
-        "chlo.asinh",
-        "chlo.atan",
-        "chlo.atanh",
-        "chlo.cosh",
-        "chlo.sinh",
         "chlo.tan",
-        "chlo.next_after",
     }
 )
 
@@ -226,7 +238,6 @@ ELEMENTWISE_OPS = frozenset(
         "stablehlo.real",
         "stablehlo.imag",
         "stablehlo.convert",
-        "stablehlo.bitcast_convert",
         "stablehlo.reduce_precision",
         # binary
         "stablehlo.add",
@@ -245,20 +256,27 @@ ELEMENTWISE_OPS = frozenset(
         "stablehlo.compare",
         "stablehlo.complex",
         # ternary
-        "stablehlo.select",
         "stablehlo.clamp",
-        # chlo elementwise that are not transcendental
-        "chlo.is_inf",
-        "chlo.is_neg_inf",
-        "chlo.is_pos_inf",
-        "chlo.conj",
-        "chlo.square",
+        "stablehlo.select",
     }
-) | TRANSCENDENTAL_OPS
+) | (TRANSCENDENTAL_OPS - {"chlo.erf", "chlo.tan"})
+
+# Complex-typed ops that XLA's StableHLO->HLO conversion expands into real arithmetic
+# (stablehlo-complex-math-expander); they are costed as that expansion.
+COMPLEX_EXPANDED_OPS = frozenset(
+    {
+        "stablehlo.exponential",
+        "stablehlo.exponential_minus_one",
+        "stablehlo.log",
+        "stablehlo.log_plus_one",
+        "stablehlo.sqrt",
+        "stablehlo.rsqrt",
+    }
+)
+COMPLEX_EXPANDER = "func.func(stablehlo-complex-math-expander,canonicalize)"
 
 
-def elementwise_rule(op, env) -> OpCost:
-    """One flop (or one transcendental) per output element; operands read, result written."""
+def _elementwise(op, transcendental: bool) -> OpCost:
     ins, outs = _operands(op), _results(op)
     n = sum(o.num_elements for o in outs)
     cost = OpCost(
@@ -267,11 +285,58 @@ def elementwise_rule(op, env) -> OpCost:
         unit=VECTOR,
         dtype=_dtype(ins or outs),
     )
-    if op.name in TRANSCENDENTAL_OPS:
+    if transcendental:
         cost.transcendentals = n
     else:
         cost.flops = n
     return cost
+
+
+def elementwise_rule(op, env) -> OpCost:
+    """One flop (or one transcendental, see TRANSCENDENTAL_OPS) per output element, any
+    element type including complex (XLA); complex exp/log/sqrt... cost XLA's expansion."""
+    if op.name in COMPLEX_EXPANDED_OPS and _info(op.results[0]).dtype.startswith("complex"):
+        try:
+            return decomposed_rule(op, env, COMPLEX_EXPANDER)
+        except NotDecomposed:
+            pass
+    return _elementwise(op, op.name in TRANSCENDENTAL_OPS)
+
+
+def transcendental_rule(op, env) -> OpCost:
+    """One transcendental per output element (chlo.erf -> HLO erf, chlo.tan -> HLO tan)."""
+    return _elementwise(op, True)
+
+
+# XLA's StableHLO->HLO conversion expands CHLO through MHLO; the same passes give the
+# same expansion (then canonicalize folds constants as the conversion does).
+CHLO_EXPANDER = "func.func(chlo-legalize-to-hlo),hlo-legalize-to-stablehlo,func.func(canonicalize)"
+QUANT_EXPANDER = "func.func(stablehlo-legalize-quant-to-math,canonicalize)"
+
+
+def decomposed_rule(op, env, pipeline: str) -> OpCost:
+    """Cost of the op's decomposition (the ops `pipeline` rewrites it into, costed with
+    this table); bytes are the op's own operands and results (the expansion is fused)."""
+    sub = env.decomposed_cost(op, pipeline)
+    ins, outs = _operands(op), _results(op)
+    return OpCost(
+        flops=sub.flops,
+        transcendentals=sub.transcendentals,
+        bytes_read=sum(i.nbytes for i in ins),
+        bytes_written=sum(o.nbytes for o in outs),
+        unit=VECTOR,
+        dtype=_dtype(ins or outs),
+    )
+
+
+def chlo_decomposition_rule(op, env) -> OpCost:
+    """CHLO op costed as XLA does: as its chlo-legalize-to-stablehlo expansion."""
+    return decomposed_rule(op, env, CHLO_EXPANDER)
+
+
+def quant_decomposition_rule(op, env) -> OpCost:
+    """uniform_quantize/dequantize costed as their stablehlo-legalize-quant-to-math expansion."""
+    return decomposed_rule(op, env, QUANT_EXPANDER)
 
 
 # ---------------------------------------------------------------------------
@@ -287,67 +352,130 @@ def _dot_dtype(lhs: TensorInfo, rhs: TensorInfo) -> str:
     return a if lhs.elem_bytes >= rhs.elem_bytes else b
 
 
-def dot_general_rule(op, env) -> OpCost:
-    lhs, rhs = _info(op.operands[0]), _info(op.operands[1])
-    out = _info(op.results[0])
-    dims = op.attributes["dot_dimension_numbers"]
-    from jaxlib.mlir.dialects import stablehlo as shlo
-
-    dn = shlo.DotDimensionNumbers(dims)
-    k = _prod(lhs.shape[d] for d in dn.lhs_contracting_dimensions)
+def _matrix_cost(op, lhs, rhs, out, flops) -> OpCost:
     return OpCost(
-        flops=2 * out.num_elements * k,  # one FMA = 2 flops per output element per k
+        flops=flops,
         bytes_read=lhs.nbytes + rhs.nbytes,
         bytes_written=out.nbytes,
         unit=MATRIX,
         dtype=_dot_dtype(lhs, rhs),
     )
+
+
+def dot_general_rule(op, env) -> OpCost:
+    """2 x output elements x contracted size (XLA GetDotFlops; one FMA = 2 flops)."""
+    from jaxlib.mlir.dialects import stablehlo as shlo
+
+    lhs, rhs = _info(op.operands[0]), _info(op.operands[1])
+    out = _info(op.results[0])
+    dn = shlo.DotDimensionNumbers(op.attributes["dot_dimension_numbers"])
+    k = _prod(lhs.shape[d] for d in dn.lhs_contracting_dimensions)
+    return _matrix_cost(op, lhs, rhs, out, 2 * out.num_elements * k)
 
 
 def dot_rule(op, env) -> OpCost:
+    """stablehlo.dot contracts the last lhs dim (vector/matrix): 2 x out x K."""
     lhs, rhs = _info(op.operands[0]), _info(op.operands[1])
     out = _info(op.results[0])
     k = lhs.shape[-1] if lhs.rank >= 1 else 1
+    return _matrix_cost(op, lhs, rhs, out, 2 * out.num_elements * k)
+
+
+def _einsum_sizes(config: str, infos: list[TensorInfo]) -> tuple[dict, str]:
+    lhs, _, out = config.replace(" ", "").partition("->")
+    sizes: dict[str, int] = {}
+    for spec, info in zip(lhs.split(","), infos):
+        if "." in spec:
+            raise Unsupported(f"einsum config '{config}' with ellipsis is not supported")
+        for ch, d in zip(spec, info.shape):
+            sizes[ch] = d
+    return sizes, out
+
+
+def einsum_rule(op, env) -> OpCost:
+    """Like its dot_general: 2 x output elements x product of the contracted indices."""
+    lhs, rhs = _info(op.operands[0]), _info(op.operands[1])
+    out = _info(op.results[0])
+    config = ir.StringAttr(op.attributes["einsum_config"]).value
+    sizes, out_spec = _einsum_sizes(config, [lhs, rhs])
+    k = _prod(v for ch, v in sizes.items() if ch not in out_spec)
+    return _matrix_cost(op, lhs, rhs, out, 2 * out.num_elements * k)
+
+
+def unary_einsum_rule(op, env) -> OpCost:
+    """A reduction (and/or transpose): input elements - output elements additions."""
+    x = _info(op.operands[0])
+    out = _info(op.results[0])
     return OpCost(
-        flops=2 * out.num_elements * k,
-        bytes_read=lhs.nbytes + rhs.nbytes,
+        flops=max(0, x.num_elements - out.num_elements),
+        bytes_read=x.nbytes,
         bytes_written=out.nbytes,
-        unit=MATRIX,
-        dtype=_dot_dtype(lhs, rhs),
+        unit=VECTOR,
+        dtype=x.dtype,
     )
 
 
-def _valid_taps(in_size: int, k_size: int, out_size: int, stride: int, pad_lo: int, lhs_dil: int, rhs_dil: int) -> int:
-    """Number of (output position, kernel tap) pairs that read a real input element.
-
-    Same counting as XLA's GetConvolutionFlops: taps that land in padding or in holes
-    of a dilated input are not counted.
-    """
-    dilated_in = (in_size - 1) * lhs_dil + 1 if in_size > 0 else 0
-    count = 0
-    for o in range(out_size):
-        base = o * stride - pad_lo
-        for k in range(k_size):
-            pos = base + k * rhs_dil
-            if 0 <= pos < dilated_in and pos % lhs_dil == 0:
-                count += 1
-    return count
-
-
-def convolution_rule(op, env) -> OpCost:
-    from jaxlib.mlir.dialects import stablehlo as shlo
+def ragged_dot_rule(op, env) -> OpCost:
+    """chlo.ragged_dot: each row of the ragged lhs dimension meets one group's rhs, so
+    2 x (output elements) x K, the cost of the dense dot it replaces without the group dim."""
+    from jaxlib.mlir.dialects import chlo
 
     lhs, rhs = _info(op.operands[0]), _info(op.operands[1])
     out = _info(op.results[0])
+    try:
+        dn = chlo.RaggedDotDimensionNumbers(op.attributes["ragged_dot_dimension_numbers"])
+        contracting = list(dn.lhs_contracting_dimensions)
+    except (AttributeError, TypeError, ValueError, KeyError):
+        contracting = [lhs.rank - 1]
+    k = _prod(lhs.shape[d] for d in contracting)
+    return _matrix_cost(op, lhs, rhs, out, 2 * out.num_elements * k)
+
+
+def _count_congruent(lo: int, hi: int, s: int, c: int, m: int) -> int:
+    """#{o in [lo, hi] : o*s = c (mod m)}."""
+    if hi < lo:
+        return 0
+    if m == 1:
+        return hi - lo + 1
+    g = math.gcd(s, m)
+    if c % g:
+        return 0
+    m2 = m // g
+    if m2 == 1:
+        return hi - lo + 1
+    o0 = ((c // g) * pow((s // g) % m2, -1, m2)) % m2  # smallest non-negative solution
+    first = lo + ((o0 - lo) % m2)
+    return 0 if first > hi else (hi - first) // m2 + 1
+
+
+def _valid_taps(in_size: int, k_size: int, out_size: int, stride: int, pad_lo: int, lhs_dil: int, rhs_dil: int) -> int:
+    """Number of (output position, kernel tap) pairs that read a real input element,
+    counted like XLA's GetConvolutionFlops (taps in padding or in the holes of a dilated
+    input are skipped). O(kernel size): for each tap the valid outputs form an
+    arithmetic progression."""
+    if in_size <= 0 or out_size <= 0 or k_size <= 0:
+        return 0
+    total = 0
+    top = (in_size - 1) * lhs_dil  # last undilated index of a real element
+    for k in range(k_size):
+        # undilated = o*stride - pad_lo + k*rhs_dil must be in [0, top], = 0 (mod lhs_dil)
+        base = k * rhs_dil - pad_lo
+        lo = max(0, -(base // stride))  # ceil(-base / stride)
+        hi = min(out_size - 1, (top - base) // stride)
+        total += _count_congruent(lo, hi, stride, (-base) % lhs_dil, lhs_dil)
+    return total
+
+
+def _conv_cost(op, lhs, rhs, out, padding: list[int]) -> OpCost:
+    from jaxlib.mlir.dialects import stablehlo as shlo
+
     dn = shlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
     nsp = len(dn.input_spatial_dimensions)
     strides = _i64_list(op, "window_strides") or [1] * nsp
     lhs_dil = _i64_list(op, "lhs_dilation") or [1] * nsp
     rhs_dil = _i64_list(op, "rhs_dilation") or [1] * nsp
-    padding = _i64_list(op, "padding") or [0] * (2 * nsp)
     fgc = _int_attr(op, "feature_group_count", 1)
     bgc = _int_attr(op, "batch_group_count", 1)
-
     taps = 1
     for i in range(nsp):
         taps *= _valid_taps(
@@ -361,19 +489,30 @@ def convolution_rule(op, env) -> OpCost:
         )
     in_features = lhs.shape[dn.input_feature_dimension]
     out_features = out.shape[dn.output_feature_dimension]
-    batch = out.shape[dn.output_batch_dimension]
-    # Each output feature reads in_features / feature_group_count input features.
-    in_per_group = in_features // fgc if fgc else in_features
-    macs = batch * out_features * in_per_group * taps
-    # batch_group_count: the output batch is already lhs batch / bgc; nothing more.
-    del bgc
-    return OpCost(
-        flops=2 * macs,  # one FMA = 2 flops
-        bytes_read=lhs.nbytes + rhs.nbytes,
-        bytes_written=out.nbytes,
-        unit=MATRIX,
-        dtype=_dot_dtype(lhs, rhs),
-    )
+    batch = lhs.shape[dn.input_batch_dimension]
+    # XLA: (input_feature / fgc) * output_feature * (batch / bgc) * valid taps FMAs
+    fmas = (in_features // fgc) * out_features * (batch // bgc) * taps
+    return _matrix_cost(op, lhs, rhs, out, 2 * fmas)
+
+
+def convolution_rule(op, env) -> OpCost:
+    """XLA GetConvolutionFlops: any dimension_numbers, strides, padding, lhs/rhs
+    dilation, feature_group_count and batch_group_count; in-bounds taps only."""
+    lhs, rhs, out = _info(op.operands[0]), _info(op.operands[1]), _info(op.results[0])
+    nsp = lhs.rank - 2
+    padding = _i64_list(op, "padding") or [0] * (2 * nsp)
+    return _conv_cost(op, lhs, rhs, out, padding)
+
+
+def dynamic_conv_rule(op, env) -> OpCost:
+    """Convolution whose padding is operand 2: costed when that operand is a constant."""
+    lhs, rhs, out = _info(op.operands[0]), _info(op.operands[1]), _info(op.results[0])
+    owner = op.operands[2].owner
+    owner = getattr(owner, "operation", owner)
+    if getattr(owner, "name", None) != "stablehlo.constant":
+        raise Unsupported("dynamic_conv padding is not a constant; run --stablehlo-refine-shapes")
+    padding = [int(x) for x in ir.DenseIntElementsAttr(owner.attributes["value"])]
+    return _conv_cost(op, lhs, rhs, out, padding)
 
 
 # ---------------------------------------------------------------------------
@@ -381,51 +520,61 @@ def convolution_rule(op, env) -> OpCost:
 # ---------------------------------------------------------------------------
 
 
-def reduce_rule(op, env) -> OpCost:
-    """(input elements - output elements) applications of the reducer (XLA)."""
-    n_inputs = len(op.operands) // 2
-    ins = [_info(v) for v in op.operands[:n_inputs]]
-    outs = _results(op)
-    per = env.apply_cost(op.regions[0])
-    applications = ins[0].num_elements - outs[0].num_elements
+def _scaled(per: OpCost, n: int, op, dtype: str) -> OpCost:
     return OpCost(
-        flops=per.flops * applications,
-        transcendentals=per.transcendentals * applications,
+        flops=per.flops * n,
+        transcendentals=per.transcendentals * n,
         bytes_read=_bytes_in(op),
-        bytes_written=sum(o.nbytes for o in outs),
+        bytes_written=_bytes_out(op),
         unit=VECTOR,
-        dtype=ins[0].dtype,
+        dtype=dtype,
     )
+
+
+def reduce_rule(op, env) -> OpCost:
+    """(input elements - output elements) applications of the reducer (XLA HandleReduce)."""
+    n_inputs = len(op.operands) // 2
+    x = _info(op.operands[0])
+    out = _info(op.results[0])
+    del n_inputs
+    per = env.apply_cost(op.regions[0])
+    return _scaled(per, x.num_elements - out.num_elements, op, x.dtype)
 
 
 def reduce_window_rule(op, env) -> OpCost:
-    """(window elements - 1) applications per output element (XLA)."""
-    n_inputs = len(op.operands) // 2
-    ins = [_info(v) for v in op.operands[:n_inputs]]
-    outs = _results(op)
-    window = _prod(_i64_list(op, "window_dimensions") or [1])
+    """(window elements - 1) applications per output element (XLA HandleReduceWindow),
+    including XLA's special case of a reduce-then-broadcast window along one padded
+    dimension (a cumulative sum over the whole dimension): out/w + (w - 1) applications."""
+    x = _info(op.operands[0])
+    out = _info(op.results[0])
+    window = _i64_list(op, "window_dimensions") or [1] * x.rank
+    padding = _i64_list(op, "padding") or [0] * (2 * len(window))
     per = env.apply_cost(op.regions[0])
-    applications = outs[0].num_elements * (window - 1)
-    return OpCost(
-        flops=per.flops * applications,
-        transcendentals=per.transcendentals * applications,
-        bytes_read=_bytes_in(op),
-        bytes_written=sum(o.nbytes for o in outs),
-        unit=VECTOR,
-        dtype=ins[0].dtype,
-    )
+    w = _prod(window)
+    count = (w - 1) * out.num_elements
+    reduction_dims = sum(1 for d in window if d != 1)
+    padded_dims = sum(1 for i in range(len(window)) if padding[2 * i] or padding[2 * i + 1])
+    if reduction_dims == 1 and padded_dims == 1 and len(op.results) == 1:
+        for i, d in enumerate(window):
+            lo, hi = padding[2 * i], padding[2 * i + 1]
+            if d != 1 and lo != 0 and hi != 0 and lo == hi and d == 2 * lo + 1:
+                if lo == out.shape[i] - 1:
+                    wd = out.shape[i]
+                    count = out.num_elements // wd + (wd - 1)
+                break
+    return _scaled(per, count, op, x.dtype)
 
 
 def select_and_scatter_rule(op, env) -> OpCost:
-    """Per source element: window select applications + one scatter application (XLA)."""
+    """Per source element: (window - 1) select applications + 1 scatter application (XLA)."""
     operand, source = _info(op.operands[0]), _info(op.operands[1])
     window = _prod(_i64_list(op, "window_dimensions") or [1])
     select = env.apply_cost(op.regions[0])
     scatter = env.apply_cost(op.regions[1])
     n = source.num_elements
     return OpCost(
-        flops=n * window * select.flops + n * scatter.flops,
-        transcendentals=n * window * select.transcendentals + n * scatter.transcendentals,
+        flops=n * (window - 1) * select.flops + n * scatter.flops,
+        transcendentals=n * (window - 1) * select.transcendentals + n * scatter.transcendentals,
         bytes_read=_bytes_in(op),
         bytes_written=_bytes_out(op),
         unit=VECTOR,
@@ -434,69 +583,194 @@ def select_and_scatter_rule(op, env) -> OpCost:
 
 
 def scatter_rule(op, env) -> OpCost:
-    """One update-computation application per update element; indices and updates read."""
+    """One update-computation application per element of the first updates operand (XLA);
+    bytes as XLA: updates read twice (operand window and updates) plus indices, updates written."""
     n_inputs = (len(op.operands) - 1) // 2
+    indices = _info(op.operands[n_inputs])
     updates = [_info(v) for v in op.operands[n_inputs + 1 :]]
+    _results(op)
     per = env.apply_cost(op.regions[0])
     n = updates[0].num_elements
+    upd_bytes = sum(u.nbytes for u in updates)
     return OpCost(
         flops=per.flops * n,
         transcendentals=per.transcendentals * n,
-        bytes_read=_bytes_in(op),
-        bytes_written=_bytes_out(op),
+        bytes_read=2 * upd_bytes + indices.nbytes,
+        bytes_written=upd_bytes,
         unit=VECTOR,
         dtype=updates[0].dtype,
     )
 
 
+def gather_rule(op, env) -> OpCost:
+    """No flops; reads as many operand bytes as it writes, plus the indices (XLA)."""
+    _info(op.operands[0])
+    indices = _info(op.operands[1])
+    out = _info(op.results[0])
+    return OpCost(bytes_read=out.nbytes + indices.nbytes, bytes_written=out.nbytes, unit=NONE, dtype=out.dtype)
+
+
+def slice_rule(op, env) -> OpCost:
+    """No flops; reads only the sliced elements (XLA HandleSlice/HandleDynamicSlice)."""
+    _info(op.operands[0])
+    out = _first_result(op)
+    index_bytes = sum(_info(v).nbytes for v in op.operands[1:])
+    return OpCost(bytes_read=out.nbytes + index_bytes, bytes_written=out.nbytes, unit=NONE, dtype=out.dtype)
+
+
+def dynamic_update_slice_rule(op, env) -> OpCost:
+    """No flops; the operand aliases the result, so only the update is read and written (XLA)."""
+    _info(op.operands[0])
+    update = _info(op.operands[1])
+    index_bytes = sum(_info(v).nbytes for v in op.operands[2:])
+    return OpCost(bytes_read=update.nbytes + index_bytes, bytes_written=update.nbytes, unit=NONE, dtype=update.dtype)
+
+
 def map_rule(op, env) -> OpCost:
-    outs = _results(op)
-    per = env.apply_cost(op.regions[0])
-    n = outs[0].num_elements
-    return OpCost(
-        flops=per.flops * n,
-        transcendentals=per.transcendentals * n,
-        bytes_read=_bytes_in(op),
-        bytes_written=_bytes_out(op),
-        unit=VECTOR,
-        dtype=outs[0].dtype,
-    )
+    """One application of the mapped computation per output element (XLA HandleMap)."""
+    out = _first_result(op)
+    return _scaled(env.apply_cost(op.regions[0]), out.num_elements, op, out.dtype)
 
 
 def sort_rule(op, env) -> OpCost:
-    """n log2 n comparator applications along the sort dimension, per slice."""
-    ins = _operands(op)
-    dim = _int_attr(op, "dimension", -1)
-    shape = ins[0].shape
-    if dim < 0:
-        dim += len(shape)
-    n = shape[dim] if shape else 1
-    slices = ins[0].num_elements // n if n else 0
-    per = env.apply_cost(op.regions[0])
-    comparisons = slices * n * (math.ceil(math.log2(n)) if n > 1 else 0)
+    """XLA HandleSort: n x ceil(log2 n) flops with n = ALL elements of operand 0 (not per
+    slice); the comparator is not counted."""
+    x = _info(op.operands[0])
+    _results(op)
+    env.apply_cost(op.regions[0])  # annotate the comparator (its cost is not added)
+    n = x.num_elements
     return OpCost(
-        flops=per.flops * comparisons,
-        transcendentals=per.transcendentals * comparisons,
-        bytes_read=sum(i.nbytes for i in ins),
+        flops=n * _ceil_log2(n),
+        bytes_read=_bytes_in(op),
         bytes_written=_bytes_out(op),
         unit=VECTOR,
-        dtype=ins[0].dtype,
+        dtype=x.dtype,
+    )
+
+
+def topk_rule(op, env) -> OpCost:
+    """TopK (chlo.top_k, custom_call TopK) costed as the sort it is expanded into:
+    n x ceil(log2 n) with n = all operand elements (XLA HandleSort). XLA's unoptimized
+    kTopK counts 0 flops; see docs/cost-rules.md."""
+    x = _info(op.operands[0])
+    n = x.num_elements
+    return OpCost(
+        flops=n * _ceil_log2(n),
+        bytes_read=_bytes_in(op),
+        bytes_written=_bytes_out(op),
+        unit=VECTOR,
+        dtype=x.dtype,
     )
 
 
 def all_reduce_rule(op, env) -> OpCost:
-    """Local reduction work only (communication is costed by extract-collectives)."""
+    """Local reduction work (XLA HandleAllReduce): one flop per result element (XLA
+    assumes 2 participants; communication is costed by extract-collectives)."""
     outs = _results(op)
-    per = env.apply_cost(op.regions[0]) if op.regions and len(op.regions[0].blocks) else OpCost()
+    if op.regions and len(op.regions[0].blocks):
+        env.apply_cost(op.regions[0])  # annotate the reducer
     n = sum(o.num_elements for o in outs)
+    return OpCost(flops=n, bytes_read=_bytes_in(op), bytes_written=_bytes_out(op), unit=VECTOR, dtype=_dtype(outs))
+
+
+def reduce_scatter_rule(op, env) -> OpCost:
+    """Like all_reduce: one reducer flop per result element (XLA counts 0; see docs)."""
+    return all_reduce_rule(op, env)
+
+
+def rng_rule(op, env) -> OpCost:
+    """XLA HandleRng: one transcendental per generated element."""
+    out = _first_result(op)
     return OpCost(
-        flops=per.flops * n,
-        transcendentals=per.transcendentals * n,
+        transcendentals=out.num_elements, bytes_read=_bytes_in(op), bytes_written=out.nbytes, unit=VECTOR, dtype=out.dtype
+    )
+
+
+def rng_bit_generator_rule(op, env) -> OpCost:
+    """XLA HandleRngBitGenerator: one transcendental per element of every result
+    (the new state included)."""
+    outs = _results(op)
+    return OpCost(
+        transcendentals=sum(o.num_elements for o in outs),
         bytes_read=_bytes_in(op),
+        bytes_written=sum(o.nbytes for o in outs),
+        unit=VECTOR,
+        dtype=outs[-1].dtype,
+    )
+
+
+def fft_rule(op, env) -> OpCost:
+    """XLA HandleFft: 2 x 4 x prod(floor(log2 L)) x operand elements (4 FMAs per complex mul)."""
+    x = _info(op.operands[0])
+    lengths = _i64_list(op, "fft_length") or []
+    log_factors = _prod(_floor_log2(n) for n in lengths)
+    return OpCost(
+        flops=2 * 4 * log_factors * x.num_elements,
+        bytes_read=x.nbytes,
         bytes_written=_bytes_out(op),
         unit=VECTOR,
-        dtype=_dtype(outs),
+        dtype=x.dtype,
     )
+
+
+def cholesky_rule(op, env) -> OpCost:
+    """XLA HandleCholesky: batch x n^3 / 3 flops (n x elements / 3); half of a read and written."""
+    a = _info(op.operands[0])
+    n = a.shape[-1] if a.rank else 1
+    return OpCost(
+        flops=n * a.num_elements // 3,
+        bytes_read=a.nbytes // 2,
+        bytes_written=a.nbytes // 2,
+        unit=VECTOR,
+        dtype=a.dtype,
+    )
+
+
+def triangular_solve_rule(op, env) -> OpCost:
+    """XLA HandleTriangularSolve: 2 x (last dim of a) x elements of b; half of a read."""
+    a, b = _info(op.operands[0]), _info(op.operands[1])
+    out = _first_result(op)
+    n = a.shape[-1] if a.rank else 1
+    return OpCost(
+        flops=2 * n * b.num_elements,
+        bytes_read=a.nbytes // 2 + b.nbytes,
+        bytes_written=out.nbytes,
+        unit=VECTOR,
+        dtype=a.dtype,
+    )
+
+
+def _bn_sizes(op) -> tuple[int, int, TensorInfo]:
+    x = _info(op.operands[0])
+    _results(op)
+    fi = _int_attr(op, "feature_index", x.rank - 1)
+    c = x.shape[fi] if x.rank else 1
+    return x.num_elements, c, x
+
+
+def batch_norm_inference_rule(op, env) -> OpCost:
+    """Counted as XLA's BatchNormExpander arithmetic (unoptimized XLA counts 0; see docs):
+    per feature var + eps, rsqrt (1 transcendental), x scale (2 C flops); per element
+    x - mean, x factor, + offset (3 N flops)."""
+    n, c, x = _bn_sizes(op)
+    return OpCost(flops=3 * n + 2 * c, transcendentals=c, bytes_read=_bytes_in(op), bytes_written=_bytes_out(op), unit=VECTOR, dtype=x.dtype)
+
+
+def batch_norm_training_rule(op, env) -> OpCost:
+    """Mean: (N - C) adds + C divides; variance: x - mean, square (2 N), (N - C) adds +
+    C divides; then normalise as batch_norm_inference (3 N + 2 C flops, C rsqrt)."""
+    n, c, x = _bn_sizes(op)
+    flops = (n - c) + c + 2 * n + (n - c) + c + 3 * n + 2 * c
+    return OpCost(flops=flops, transcendentals=c, bytes_read=_bytes_in(op), bytes_written=_bytes_out(op), unit=VECTOR, dtype=x.dtype)
+
+
+def batch_norm_grad_rule(op, env) -> OpCost:
+    """x - mean and grad_y x (x - mean) (2 N), two per-feature sums (2 (N - C)), grad_x
+    = factor x (N grad_y - sum(grad_y) - (x - mean) x k) (5 N), per feature var + eps,
+    rsqrt (1 transcendental), and 4 scalings (5 C)."""
+    n, c, x = _bn_sizes(op)
+    flops = 2 * n + 2 * (n - c) + 5 * n + 5 * c
+    return OpCost(flops=flops, transcendentals=c, bytes_read=_bytes_in(op), bytes_written=_bytes_out(op), unit=VECTOR, dtype=x.dtype)
 
 
 # ---------------------------------------------------------------------------
@@ -522,6 +796,8 @@ ZERO_COST_CUSTOM_CALLS = frozenset(
         "X64SplitLow",
         "X64SplitHigh",
         "AllocateBuffer",
+        "LayoutConstraint",
+        "ShapeAssertion",
     }
 )
 
@@ -531,28 +807,14 @@ def custom_call_target(op) -> str:
 
 
 def custom_call_rule(op, env) -> OpCost:
+    """Known zero-cost targets cost nothing; TopK as its sort; anything else is unsupported."""
     target = custom_call_target(op)
     if target in ZERO_COST_CUSTOM_CALLS:
         return OpCost(unit=NONE)
-    if target in CUSTOM_CALL_RULES:
-        return CUSTOM_CALL_RULES[target](op, env)
+    rule = CUSTOM_CALL_RULES.get(target)
+    if rule is not None:
+        return rule(op, env)
     raise Unsupported(f"custom_call target '{target}' has no cost rule")
-
-
-def topk_rule(op, env) -> OpCost:
-    """TopK as XLA's sort-based expansion: n log2 n comparisons per row."""
-    ins = _operands(op)
-    x = ins[0]
-    n = x.shape[-1] if x.shape else 1
-    rows = x.num_elements // n if n else 0
-    comparisons = rows * n * (math.ceil(math.log2(n)) if n > 1 else 0)
-    return OpCost(
-        flops=comparisons,
-        bytes_read=sum(i.nbytes for i in ins),
-        bytes_written=_bytes_out(op),
-        unit=VECTOR,
-        dtype=x.dtype,
-    )
 
 
 CUSTOM_CALL_RULES: dict[str, Rule] = {
@@ -565,19 +827,29 @@ CUSTOM_CALL_RULES: dict[str, Rule] = {
 # the table
 # ---------------------------------------------------------------------------
 
-# Ops whose cost the engine assembles from their regions.
+# Ops whose cost the engine assembles from their regions or callees.
 REGION_OPS = frozenset(
     {
         "stablehlo.while",
         "stablehlo.case",
         "stablehlo.if",
         "stablehlo.composite",
+        "stablehlo.async_start",
+        "chlo.scan",
         "func.call",
         "sdy.manual_computation",
+        "sdy.named_computation",
     }
 )
 
+
+def region_rule(op, env) -> OpCost:  # pragma: no cover - the engine handles these
+    """Placeholder: the engine costs region ops from their regions/callees."""
+    raise Unsupported("region op outside the engine")
+
+
 RULES: dict[str, Rule] = {name: elementwise_rule for name in ELEMENTWISE_OPS}
+RULES.update({name: region_rule for name in REGION_OPS})
 RULES.update(
     {
         # no data movement at all
@@ -591,19 +863,25 @@ RULES.update(
         "stablehlo.optimization_barrier": zero_rule,
         "stablehlo.partition_id": zero_rule,
         "stablehlo.replica_id": zero_rule,
+        "stablehlo.async_done": zero_rule,
         "sdy.return": zero_rule,
         "sdy.sharding_constraint": zero_rule,
         "sdy.sharding_group": zero_rule,
         "sdy.propagation_barrier": zero_rule,
-        "sdy.named_computation": zero_rule,
         "sdy.mesh": zero_rule,
         # materialisation
         "stablehlo.constant": constant_rule,
         "stablehlo.iota": constant_rule,
+        "stablehlo.dynamic_iota": constant_rule,
+        "chlo.constant": constant_rule,
+        "chlo.constant_like": constant_rule,
         # arithmetic
         "stablehlo.dot_general": dot_general_rule,
         "stablehlo.dot": dot_rule,
+        "stablehlo.einsum": einsum_rule,
+        "stablehlo.unary_einsum": unary_einsum_rule,
         "stablehlo.convolution": convolution_rule,
+        "stablehlo.dynamic_conv": dynamic_conv_rule,
         "stablehlo.reduce": reduce_rule,
         "stablehlo.reduce_window": reduce_window_rule,
         "stablehlo.select_and_scatter": select_and_scatter_rule,
@@ -611,8 +889,33 @@ RULES.update(
         "stablehlo.map": map_rule,
         "stablehlo.sort": sort_rule,
         "stablehlo.all_reduce": all_reduce_rule,
-        "stablehlo.reduce_scatter": all_reduce_rule,
+        "stablehlo.cross-replica-sum": all_reduce_rule,
+        "stablehlo.reduce_scatter": reduce_scatter_rule,
+        "stablehlo.rng": rng_rule,
+        "stablehlo.rng_bit_generator": rng_bit_generator_rule,
+        "stablehlo.fft": fft_rule,
+        "stablehlo.cholesky": cholesky_rule,
+        "stablehlo.triangular_solve": triangular_solve_rule,
+        "stablehlo.batch_norm_inference": batch_norm_inference_rule,
+        "stablehlo.batch_norm_training": batch_norm_training_rule,
+        "stablehlo.batch_norm_grad": batch_norm_grad_rule,
         "stablehlo.custom_call": custom_call_rule,
+        "stablehlo.uniform_quantize": quant_decomposition_rule,
+        "stablehlo.uniform_dequantize": quant_decomposition_rule,
+        # data movement with XLA's byte conventions
+        "stablehlo.gather": gather_rule,
+        "stablehlo.dynamic_gather": gather_rule,
+        "stablehlo.torch_index_select": gather_rule,
+        "stablehlo.slice": slice_rule,
+        "stablehlo.dynamic_slice": slice_rule,
+        "stablehlo.real_dynamic_slice": slice_rule,
+        "stablehlo.dynamic_update_slice": dynamic_update_slice_rule,
+        # chlo that XLA keeps as one HLO instruction
+        "chlo.erf": transcendental_rule,
+        "chlo.tan": transcendental_rule,
+        "chlo.top_k": topk_rule,
+        "chlo.ragged_dot": ragged_dot_rule,
+        "chlo.mulhi": elementwise_rule,  # XLA: one flop per element
     }
 )
 
@@ -621,23 +924,18 @@ RULES.update(
 # from the table is detected (tests/test_rules.py compares it with the dialects).
 DATA_MOVEMENT_OPS = frozenset(
     {
+        "stablehlo.bitcast_convert",
         "stablehlo.broadcast",
         "stablehlo.broadcast_in_dim",
         "stablehlo.dynamic_broadcast_in_dim",
         "stablehlo.reshape",
         "stablehlo.dynamic_reshape",
         "stablehlo.transpose",
-        "stablehlo.slice",
-        "stablehlo.dynamic_slice",
-        "stablehlo.dynamic_update_slice",
         "stablehlo.concatenate",
         "stablehlo.pad",
         "stablehlo.dynamic_pad",
         "stablehlo.reverse",
-        "stablehlo.gather",
-        "stablehlo.dynamic_gather",
-        "stablehlo.dynamic_iota",
-        "stablehlo.real_dynamic_slice",
+        "stablehlo.set_dimension_size",
         "stablehlo.all_gather",
         "stablehlo.all_to_all",
         "stablehlo.collective_permute",
@@ -646,13 +944,69 @@ DATA_MOVEMENT_OPS = frozenset(
         "stablehlo.recv",
         "stablehlo.infeed",
         "stablehlo.outfeed",
-        "stablehlo.uniform_quantize",
-        "stablehlo.uniform_dequantize",
     }
 )
 RULES.update({name: default_rule for name in DATA_MOVEMENT_OPS if name not in RULES})
+
+# Every other CHLO op is a decomposition: costed as XLA's expansion of it.
+CHLO_DECOMPOSED_OPS = frozenset(
+    {
+        "chlo._asin_acos_kernel",
+        "chlo.acos",
+        "chlo.acosh",
+        "chlo.asin",
+        "chlo.asinh",
+        "chlo.atan",
+        "chlo.atanh",
+        "chlo.bessel_i1e",
+        "chlo.broadcast_add",
+        "chlo.broadcast_and",
+        "chlo.broadcast_atan2",
+        "chlo.broadcast_compare",
+        "chlo.broadcast_complex",
+        "chlo.broadcast_divide",
+        "chlo.broadcast_maximum",
+        "chlo.broadcast_minimum",
+        "chlo.broadcast_multiply",
+        "chlo.broadcast_next_after",
+        "chlo.broadcast_or",
+        "chlo.broadcast_polygamma",
+        "chlo.broadcast_power",
+        "chlo.broadcast_remainder",
+        "chlo.broadcast_select",
+        "chlo.broadcast_shift_left",
+        "chlo.broadcast_shift_right_arithmetic",
+        "chlo.broadcast_shift_right_logical",
+        "chlo.broadcast_subtract",
+        "chlo.broadcast_xor",
+        "chlo.broadcast_zeta",
+        "chlo.conj",
+        "chlo.cosh",
+        "chlo.digamma",
+        "chlo.erf_inv",
+        "chlo.erfc",
+        "chlo.is_inf",
+        "chlo.is_neg_inf",
+        "chlo.is_pos_inf",
+        "chlo.lgamma",
+        "chlo.next_after",
+        "chlo.polygamma",
+        "chlo.sinh",
+        "chlo.square",
+        "chlo.zeta",
+    }
+)
+RULES.update({name: chlo_decomposition_rule for name in CHLO_DECOMPOSED_OPS if name not in RULES})
 
 
 def rule_for(name: str) -> Rule | None:
     """The rule for an op name, or None when the table has none (the op is unsupported)."""
     return RULES.get(name)
+
+
+def rule_name(name: str) -> str | None:
+    """The name of the rule function costing op `name` (for docs/op-coverage.md)."""
+    rule = RULES.get(name)
+    if rule is None:
+        return None
+    return "engine (regions)" if name in REGION_OPS else rule.__name__

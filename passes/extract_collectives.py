@@ -1,0 +1,251 @@
+"""`extract-collectives`: find every collective, decode its devices, size and time it.
+
+    stablehlo-opt model.mlir --annotate-cost --extract-collectives="system=dgx-h100"
+
+Each collective op gets `costmodel.collective = {kind, bytes_in, bytes_out, comm_bytes,
+group_size, num_groups, replica_groups, algorithm, time_ns, mode, executions}`; the module's
+`costmodel.summary` keeps its keys and gains the collective totals (counts, bytes and times
+weighted by while trip counts and call sites). The time of an op is the largest time over
+its process groups (every group runs concurrently, the op ends when the slowest does).
+Afterwards the Chakra exporter writes the execution trace (`chakra=false` skips it).
+See docs/collectives.md.
+"""
+
+from __future__ import annotations
+
+from costmodel.collectives import (
+    CollectiveError,
+    CollectiveInfo,
+    decode_collective,
+    find_collectives,
+    grid_size,
+    sdy_meshes,
+)
+from costmodel.engine import COST_ATTR, SUMMARY_ATTR
+from costmodel.ir import InputError, ir
+
+from . import PassError, PassInfo, PassOption, PassSession, register_pass
+
+COLLECTIVE_ATTR = "costmodel.collective"
+DEFAULT_SYSTEM = "dgx-h100"
+GRANULARITIES = ("op", "region")
+# Distinct groups timed per op; beyond this the op's time is the max over the first ones
+# (groups of one op almost always have the same shape on the network).
+MAX_TIMED_GROUPS = 256
+
+
+def device_grid(module) -> tuple[int, int]:
+    """(num_replicas, num_partitions); a module without `mhlo.num_*` attributes but with
+    Shardy meshes gets one replica x the largest mesh's device count partitions."""
+    attrs = module.attributes
+    r, p = grid_size(module)
+    if "mhlo.num_replicas" not in attrs and "mhlo.num_partitions" not in attrs:
+        meshes = sdy_meshes(module)
+        if meshes:
+            p = max(max(m.size, max(m.device_ids, default=-1) + 1) for m in meshes.values())
+    return r, p
+
+
+def _load_system(spec: str):
+    from costmodel.hardware import SpecError
+    from costmodel.systems import load_system
+
+    try:
+        return load_system(spec)
+    except SpecError as err:
+        raise InputError(str(err)) from None
+
+
+class _Timer:
+    def __init__(self, system, algorithm: str | None):
+        from costmodel.commmodel import collective_time_ns
+
+        self._fn = collective_time_ns
+        self.system = system
+        self.algorithm = algorithm or None
+        self._cache: dict = {}
+
+    def time(self, kind: str, comm_bytes: int, group: list[int]) -> tuple[float, str]:
+        key = (kind, comm_bytes, tuple(group))
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        if self.algorithm is None:
+            t, alg = self._fn(self.system, kind, comm_bytes, list(group))
+        else:
+            try:
+                t, alg = self._fn(self.system, kind, comm_bytes, list(group), algorithm=self.algorithm)
+            except TypeError:
+                raise InputError("the communication model does not take an algorithm override") from None
+        res = (float(t), str(alg))
+        self._cache[key] = res
+        return res
+
+    def op_time(self, info: CollectiveInfo) -> tuple[float, str]:
+        """Max over the op's process groups (pairs for permutes) of the group's time."""
+        if info.kind == "all_slice":
+            return 0.0, "none"
+        if info.host_transfer:
+            return 0.0, "host_transfer"
+        best_t, best_alg = 0.0, "none"
+        seen: set = set()
+        for g in info.groups:
+            if len(g) < 2:
+                continue
+            key = tuple(g)
+            if key in seen:
+                continue
+            seen.add(key)
+            t, alg = self.time(info.kind, info.comm_bytes, g)
+            if t > best_t or best_alg == "none":
+                best_t, best_alg = t, alg
+            if len(seen) >= MAX_TIMED_GROUPS:
+                break
+        return best_t, best_alg
+
+
+def _collective_attr(info: CollectiveInfo, algorithm: str, time_ns: float, executions: int):
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.DictAttr.get(
+        {
+            "kind": ir.StringAttr.get(info.kind),
+            "bytes_in": ir.IntegerAttr.get(i64, info.bytes_in),
+            "bytes_out": ir.IntegerAttr.get(i64, info.bytes_out),
+            "comm_bytes": ir.IntegerAttr.get(i64, info.comm_bytes),
+            "group_size": ir.IntegerAttr.get(i64, info.group_size),
+            "num_groups": ir.IntegerAttr.get(i64, info.num_groups),
+            "replica_groups": ir.StringAttr.get(info.groups_text()),
+            "mode": ir.StringAttr.get(info.mode),
+            "algorithm": ir.StringAttr.get(algorithm),
+            "time_ns": ir.FloatAttr.get_f64(time_ns),
+            "executions": ir.IntegerAttr.get(i64, executions),
+        }
+    )
+
+
+def _write_summary(module, system_name: str, per_kind: dict, ops: int, unsupported: int) -> None:
+    i64 = ir.IntegerType.get_signless(64)
+    entries = {}
+    if SUMMARY_ATTR in module.attributes:
+        old = ir.DictAttr(module.attributes[SUMMARY_ATTR])
+        for i in range(len(old)):
+            na = old[i]
+            entries[na.name] = na.attr
+    count = sum(v["count"] for v in per_kind.values())
+    nbytes = sum(v["bytes"] for v in per_kind.values())
+    t = sum(v["time_ns"] for v in per_kind.values())
+    entries["system"] = ir.StringAttr.get(system_name)
+    entries["collective_ops"] = ir.IntegerAttr.get(i64, ops)
+    entries["collective_count"] = ir.IntegerAttr.get(i64, count)
+    entries["collective_bytes"] = ir.IntegerAttr.get(i64, nbytes)
+    entries["comm_time_ns"] = ir.FloatAttr.get_f64(t)
+    entries["collectives"] = ir.DictAttr.get(
+        {
+            kind: ir.DictAttr.get(
+                {
+                    "count": ir.IntegerAttr.get(i64, v["count"]),
+                    "bytes": ir.IntegerAttr.get(i64, v["bytes"]),
+                    "time_ns": ir.FloatAttr.get_f64(v["time_ns"]),
+                }
+            )
+            for kind, v in sorted(per_kind.items())
+        }
+    )
+    if unsupported:
+        entries["collective_unsupported_count"] = ir.IntegerAttr.get(i64, unsupported)
+    module.attributes[SUMMARY_ATTR] = ir.DictAttr.get(entries)
+
+
+def run(module: ir.Operation, options: dict, session: PassSession) -> None:
+    if options["granularity"] not in GRANULARITIES:
+        raise InputError(
+            f"pass 'extract-collectives': option 'granularity' expects op or region, got '{options['granularity']}'"
+        )
+    system = _load_system(options["system"])
+    system_name = getattr(system, "name", options["system"])
+    timer = _Timer(system, options.get("algorithm") or None)
+    diags = session.diagnostics
+    R, P = device_grid(module)
+    meshes = sdy_meshes(module)
+    num_npus = getattr(system, "num_npus", None)
+    if num_npus is not None and R * P > num_npus:
+        raise InputError(
+            f"the program runs on {R * P} devices (num_replicas {R} x num_partitions {P}) but system "
+            f"'{system_name}' has {num_npus}"
+        )
+
+    def unknown_trip(while_op):
+        if COST_ATTR not in while_op.attributes:  # annotate-cost already warned otherwise
+            diags.warning(
+                while_op.location,
+                "cannot infer the trip count of this 'stablehlo.while'; counting its collectives once",
+            )
+
+    def recursion(call_op, callee):
+        diags.warning(call_op.location, f"recursive call to @{callee}: its collectives are counted once")
+
+    per_kind: dict[str, dict] = {}
+    failed = False
+    ops = 0
+    unsupported = 0
+    with module.context, module.location:
+        for op, mult in find_collectives(module, on_unknown_trip_count=unknown_trip, on_recursion=recursion):
+            ops += 1
+            try:
+                info = decode_collective(op, R, P, meshes=meshes)
+            except CollectiveError as err:
+                msg = str(err)
+                if msg.startswith("dynamic shapes"):
+                    diags.warning(op.location, f"'{op.name}' not costed: {msg}")
+                    unsupported += 1
+                    continue
+                diags.error(op.location, f"'{op.name}': {msg}")
+                failed = True
+                continue
+            if info.kind in ("send", "recv") and not info.pairs and not info.host_transfer:
+                diags.warning(
+                    op.location,
+                    f"'{op.name}' has no source_target_pairs: its peer devices are unknown, so it is not timed",
+                )
+            t, alg = timer.op_time(info)
+            op.attributes[COLLECTIVE_ATTR] = _collective_attr(info, alg, t, mult)
+            k = per_kind.setdefault(info.kind, {"count": 0, "bytes": 0, "time_ns": 0.0})
+            k["count"] += mult
+            k["bytes"] += info.comm_bytes * mult
+            k["time_ns"] += t * mult
+        if failed:
+            raise PassError("extract-collectives failed")
+        _write_summary(module, system_name, per_kind, ops, unsupported)
+
+    if options["chakra"]:
+        from costmodel.chakra.export import run_from_pass
+
+        run_from_pass(module, system, options, session)
+
+
+INFO = register_pass(
+    PassInfo(
+        argument="extract-collectives",
+        summary="Annotate every collective with costmodel.collective (devices, bytes, time) and add totals to costmodel.summary",
+        options=(
+            PassOption(
+                "system",
+                str,
+                DEFAULT_SYSTEM,
+                "system preset (see `costmodel systems list`) or path to a system .json file",
+            ),
+            PassOption("algorithm", str, "", "force a collective algorithm (ring, tree, direct, halving_doubling)"),
+            PassOption("chakra", bool, True, "also write the Chakra execution trace for ASTRA-sim"),
+            PassOption(
+                "chakra-dir",
+                str,
+                "",
+                "trace directory (default: <output stem>.chakra/ beside -o, else ./chakra/)",
+            ),
+            PassOption("chakra-prefix", str, "trace", "trace file prefix: DIR/<prefix>.<rank>.et"),
+            PassOption("granularity", str, "region", "Chakra compute nodes: op (one per op) or region (merged chains)"),
+            PassOption("simulate", bool, False, "run the built-in simulator on the trace and print the step time"),
+        ),
+        run=run,
+    )
+)

@@ -1,0 +1,78 @@
+// RUN: stablehlo-opt %s --split-input-file --annotate-cost="hardware=h100-sxm" | filecheck %s
+
+// CHECK-LABEL: func.func public @dot
+func.func public @dot(%a: tensor<8x16xf32>, %b: tensor<16x4xf32>) -> tensor<8x4xf32> {
+  // 2 * 8 * 4 * 16 = 1024
+  // CHECK: stablehlo.dot_general {{.*}}costmodel.cost = {{{.*}}flops = 1024 : i64
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  return %0 : tensor<8x4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func public @elementwise
+func.func public @elementwise(%a: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // CHECK: stablehlo.add {{.*}}flops = 32 : i64{{.*}}transcendentals = 0 : i64
+  %0 = stablehlo.add %a, %a : tensor<8x4xf32>
+  // CHECK: stablehlo.tanh {{.*}}flops = 0 : i64{{.*}}transcendentals = 32 : i64
+  %1 = stablehlo.tanh %0 : tensor<8x4xf32>
+  return %1 : tensor<8x4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func public @conv
+func.func public @conv(%x: tensor<2x3x5x5xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<2x4x5x5xf32> {
+  // 2 * 2 * 4 * 3 * 13 * 13 = 8112
+  // CHECK: stablehlo.convolution{{.*}}flops = 8112 : i64
+  %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1], window = {stride = [1, 1], pad = [[1, 1], [1, 1]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<2x3x5x5xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x5x5xf32>
+  return %0 : tensor<2x4x5x5xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func public @reduce
+func.func public @reduce(%a: tensor<6x10xf32>) -> tensor<6xf32> {
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  // 60 - 6 = 54 applications of add
+  // CHECK: stablehlo.reduce{{.*}}flops = 54 : i64
+  %0 = stablehlo.reduce(%a init: %z) applies stablehlo.add across dimensions = [1] : (tensor<6x10xf32>, tensor<f32>) -> tensor<6xf32>
+  return %0 : tensor<6xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func public @loop
+func.func public @loop(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  // CHECK: stablehlo.while
+  %0:2 = stablehlo.while(%i = %c0, %v = %x) : tensor<i32>, tensor<4xf32>
+  cond {
+    %c10 = stablehlo.constant dense<10> : tensor<i32>
+    %p = stablehlo.compare LT, %i, %c10, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %p : tensor<i1>
+  } do {
+    %c1 = stablehlo.constant dense<1> : tensor<i32>
+    %n = stablehlo.add %i, %c1 : tensor<i32>
+    %e = stablehlo.exponential %v : tensor<4xf32>
+    stablehlo.return %n, %e : tensor<i32>, tensor<4xf32>
+  }
+  // (1 compare + 1 add) * 10 flops, 4 * 10 transcendentals
+  // CHECK: costmodel.cost = {{{.*}}flops = 20 : i64{{.*}}transcendentals = 40 : i64, trip_count = 10 : i64
+  return %0#1 : tensor<4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func public @sort
+func.func public @sort(%a: tensor<3x10xf32>) -> tensor<3x10xf32> {
+  // CHECK: "stablehlo.sort"
+  %0 = "stablehlo.sort"(%a) ({
+  ^bb0(%x: tensor<f32>, %y: tensor<f32>):
+    %c = stablehlo.compare GT, %x, %y : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %c : tensor<i1>
+  }) {dimension = 1 : i64} : (tensor<3x10xf32>) -> tensor<3x10xf32>
+  // 30 * ceil(log2 30) = 150
+  // CHECK: flops = 150 : i64
+  return %0 : tensor<3x10xf32>
+}

@@ -1,0 +1,62 @@
+"""Shared pytest fixtures: run annotate-cost in-process on MLIR text."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+
+@dataclasses.dataclass
+class Annotated:
+    module: object  # the annotated builtin.module operation
+    engine: object  # the CostEngine that ran
+    totals: object  # its Totals
+    diagnostics: list  # costmodel.ir.Diagnostic
+
+    def ops(self, name: str | None = None) -> list:
+        """Every op in the module (walk order), optionally only those named `name`."""
+        found = []
+
+        def walk(op):
+            for region in op.regions:
+                for block in region.blocks:
+                    for inner in block.operations:
+                        inner = inner.operation
+                        if name is None or inner.name == name:
+                            found.append(inner)
+                        walk(inner)
+
+        walk(self.module)
+        return found
+
+    def cost(self, op) -> dict:
+        """costmodel.cost of `op` as a python dict."""
+        from costmodel.ir import ir
+
+        d = ir.DictAttr(op.attributes["costmodel.cost"])
+        out = {}
+        for key in ("flops", "transcendentals", "bytes_read", "bytes_written", "trip_count"):
+            if key in d:
+                out[key] = ir.IntegerAttr(d[key]).value
+        return out
+
+
+def run_annotate(text: str, hardware: str = "h100-sxm") -> Annotated:
+    from costmodel.backends import make_backend
+    from costmodel.engine import CostEngine
+    from costmodel.hardware import load_hardware
+    from costmodel.ir import DiagnosticEngine, load_module, make_context
+
+    ctx = make_context()
+    module = load_module(ctx, text, "<test>")
+    hw = load_hardware(hardware)
+    diags = DiagnosticEngine("<test>")
+    engine = CostEngine(make_backend("roofline", hw, {}), hw.name, diags, backend_name="roofline")
+    totals = engine.run(module)
+    return Annotated(module, engine, totals, diags.diagnostics)
+
+
+@pytest.fixture
+def annotate():
+    return run_annotate

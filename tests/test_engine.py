@@ -1,0 +1,73 @@
+"""Engine: region recursion, trip counts, calls, case/if, composite."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import run_annotate
+
+import jax  # noqa: E402  (the [test] extra installs it)
+import jax.numpy as jnp  # noqa: E402
+
+
+def test_fori_loop_trip_count():
+    text = jax.jit(lambda x: jax.lax.fori_loop(0, 7, lambda i, c: jnp.tanh(c @ c), x)).lower(jnp.ones((8, 8))).as_text()
+    a = run_annotate(text)
+    w = a.cost(a.ops("stablehlo.while")[0])
+    assert w["trip_count"] == 7
+    per_iter = 2 * 8 * 8 * 8 + 1 + 1  # dot + counter add + compare
+    assert w["flops"] == 7 * per_iter
+    assert w["transcendentals"] == 7 * 8 * 8
+
+
+def test_scan_trip_count():
+    text = jax.jit(lambda x: jax.lax.scan(lambda c, y: (c + jnp.sin(y), c), x[0], x)[0]).lower(jnp.ones((5, 6))).as_text()
+    a = run_annotate(text)
+    assert a.cost(a.ops("stablehlo.while")[0])["trip_count"] == 5
+    assert a.totals.transcendentals == 5 * 6
+
+
+def test_unknown_trip_count_warns_and_counts_once():
+    text = jax.jit(lambda x, n: jax.lax.while_loop(lambda c: c[0].sum() < n, lambda c: (c[0] * 2, c[1]), (x, n))[0]).lower(
+        jnp.ones((4,)), 3.0).as_text()
+    a = run_annotate(text)
+    w = a.ops("stablehlo.while")[0]
+    assert "trip_count" not in a.cost(w)
+    assert any("trip count" in d.message for d in a.diagnostics)
+
+
+def test_cond_takes_max_branch():
+    text = jax.jit(lambda p, x: jax.lax.cond(p, lambda y: y @ y, lambda y: y + 1, x)).lower(jnp.array(True), jnp.ones((4, 4))).as_text()
+    a = run_annotate(text)
+    case = a.ops("stablehlo.case")[0]
+    assert a.cost(case)["flops"] == 2 * 4 * 4 * 4
+
+
+def test_call_adds_callee_at_each_call_site():
+    text = """
+func.func private @f(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.add %a, %a : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+func.func public @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = func.call @f(%a) : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = func.call @f(%0) : (tensor<4xf32>) -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}"""
+    a = run_annotate(text)
+    assert a.totals.flops == 2 * 4
+
+
+def test_composite_costs_decomposition():
+    text = """
+func.func private @dec(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.exponential %a : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+func.func public @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.composite "my.exp" %a {decomposition = @dec} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}"""
+    a = run_annotate(text)
+    assert a.totals.transcendentals == 4
+    assert a.cost(a.ops("stablehlo.composite")[0])["transcendentals"] == 4

@@ -1,0 +1,194 @@
+"""The `extract-collectives` pass through the stablehlo-opt driver (in process)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from costmodel.driver import main
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "collectives")
+SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "workloads")
+RESNET = os.path.join(SHARED, "resnet_50_train_step_4_devices_1024_batch.mlir")
+
+
+def run_opt(tmp_path, inp, *flags):
+    out = tmp_path / "out.mlir"
+    rc = main([str(inp), *flags, "-o", str(out)])
+    return rc, (out.read_text() if out.exists() else "")
+
+
+def load_out(text):
+    from costmodel.ir import load_module, make_context
+
+    return load_module(make_context(), text, "<out>")
+
+
+def collectives_of(module):
+    from costmodel.ir import ir
+
+    found = []
+
+    def walk(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    inner = inner.operation
+                    if "costmodel.collective" in inner.attributes:
+                        d = ir.DictAttr(inner.attributes["costmodel.collective"])
+                        found.append((inner, {d[i].name: _py(d[i].attr) for i in range(len(d))}))
+                    walk(inner)
+
+    walk(module)
+    return found
+
+
+def _py(attr):
+    from costmodel.ir import ir
+
+    for cls, get in ((ir.IntegerAttr, lambda a: a.value), (ir.FloatAttr, lambda a: a.value), (ir.StringAttr, lambda a: a.value)):
+        try:
+            return get(cls(attr))
+        except (ValueError, TypeError):
+            pass
+    try:
+        d = ir.DictAttr(attr)
+        return {d[i].name: _py(d[i].attr) for i in range(len(d))}
+    except (ValueError, TypeError):
+        return str(attr)
+
+
+def summary_of(module):
+    return _py(module.attributes["costmodel.summary"])
+
+
+def test_shard_map_program(tmp_path):
+    rc, text = run_opt(tmp_path, os.path.join(DATA, "shard_map_collectives.mlir"), "--extract-collectives=chakra=false")
+    assert rc == 0
+    module = load_out(text)
+    found = collectives_of(module)
+    kinds = [c["kind"] for _, c in found]
+    assert kinds == ["all_reduce", "all_gather", "collective_permute", "all_to_all", "reduce_scatter"]
+    for _, c in found:
+        assert c["comm_bytes"] == 256 and c["time_ns"] > 0 and c["algorithm"]
+        assert c["executions"] == 1
+    assert found[0][1]["replica_groups"] == "[[0,1,2,3],[4,5,6,7]]"
+    assert found[0][1]["group_size"] == 4 and found[0][1]["num_groups"] == 2
+    s = summary_of(module)
+    assert s["system"] == "dgx-h100"
+    assert s["collective_count"] == 5 and s["collective_bytes"] == 5 * 256
+    assert s["comm_time_ns"] == pytest.approx(sum(c["time_ns"] for _, c in found))
+    assert s["collectives"]["all_gather"] == {"count": 1, "bytes": 256, "time_ns": found[1][1]["time_ns"]}
+
+
+def test_loop_and_call_multiplicities_in_summary(tmp_path):
+    rc, text = run_opt(
+        tmp_path,
+        os.path.join(DATA, "shard_map_loop_call.mlir"),
+        "--annotate-cost",
+        "--extract-collectives=chakra=false system=dgx-h100",
+    )
+    assert rc == 0
+    module = load_out(text)
+    s = summary_of(module)
+    # kept annotate-cost's keys
+    assert "total_flops" in s and s["hardware"] == "h100-sxm"
+    assert s["collective_ops"] == 2
+    assert s["collectives"]["all_reduce"]["count"] == 5 and s["collectives"]["all_reduce"]["bytes"] == 5 * 256
+    assert s["collectives"]["all_gather"]["count"] == 2
+    found = collectives_of(module)
+    ar = found[0][1]
+    assert s["collectives"]["all_reduce"]["time_ns"] == pytest.approx(5 * ar["time_ns"])
+
+
+def test_sdy_collectives_pass(tmp_path):
+    rc, text = run_opt(tmp_path, os.path.join(DATA, "sdy_collectives.mlir"), "--extract-collectives=chakra=false")
+    assert rc == 0
+    found = collectives_of(load_out(text))
+    by_kind = {c["kind"]: c for _, c in found}
+    assert by_kind["all_slice"]["time_ns"] == 0.0 and by_kind["all_slice"]["comm_bytes"] == 0
+    assert by_kind["all_gather"]["time_ns"] > 0
+
+
+def test_misc_forms_pass(tmp_path, capsys):
+    rc, text = run_opt(tmp_path, os.path.join(DATA, "misc_forms.mlir"), "--extract-collectives=chakra=false system=a100-40gb-x4")
+    assert rc == 0
+    found = collectives_of(load_out(text))
+    assert [c["kind"] for _, c in found] == [
+        "all_reduce",
+        "all_reduce",
+        "all_gather",
+        "send",
+        "recv",
+        "collective_broadcast",
+        "send",
+    ]
+    assert found[-1][1]["algorithm"] == "host_transfer" and found[-1][1]["time_ns"] == 0.0
+
+
+def test_group_beyond_grid_fails_with_location(tmp_path, capsys):
+    src = tmp_path / "bad.mlir"
+    src.write_text(
+        """module attributes {mhlo.num_replicas = 4 : i32} {
+  func.func @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = "stablehlo.all_reduce"(%arg0) <{replica_groups = dense<[[0, 1, 2, 3, 4]]> : tensor<1x5xi64>}> ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %s = stablehlo.add %a, %b : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+    }) : (tensor<4xf32>) -> tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+"""
+    )
+    rc, _ = run_opt(tmp_path, src, "--extract-collectives=chakra=false")
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert re.search(r"bad\.mlir:3:10: error: 'stablehlo.all_reduce': replica_groups names replica 4, beyond "
+                     r"num_replicas x num_partitions = 4 x 1", err), err
+    assert "Traceback" not in err
+
+
+def test_bad_options_are_one_line_errors(tmp_path, capsys):
+    inp = os.path.join(DATA, "shard_map_collectives.mlir")
+    assert run_opt(tmp_path, inp, "--extract-collectives=system=no-such-system chakra=false")[0] == 1
+    assert run_opt(tmp_path, inp, "--extract-collectives=granularity=block chakra=false")[0] == 1
+    # 8 devices do not fit a 4-GPU box
+    assert run_opt(tmp_path, inp, "--extract-collectives=system=a100-40gb-x4 chakra=false")[0] == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "granularity" in err and "no-such-system" in err and "8 devices" in err
+
+
+@pytest.mark.skipif(not os.path.exists(RESNET), reason="no shared workloads")
+def test_resnet_375_all_reduces(tmp_path):
+    rc, text = run_opt(tmp_path, RESNET, "--extract-collectives=chakra=false system=a100-40gb-x4")
+    assert rc == 0
+    module = load_out(text)
+    found = collectives_of(module)
+    assert len(found) == 375
+    from costmodel.shapes import type_info
+
+    for op, c in found:
+        assert op.name == "stablehlo.all_reduce"
+        assert c["replica_groups"] == "[[0,1,2,3]]" and c["group_size"] == 4 and c["num_groups"] == 1
+        operand_bytes = sum(type_info(v.type).nbytes for v in op.operands)
+        assert c["comm_bytes"] == c["bytes_in"] == c["bytes_out"] == operand_bytes
+    s = summary_of(module)
+    assert s["collective_count"] == 375
+    assert s["collective_bytes"] == sum(c["comm_bytes"] for _, c in found)
+
+
+def test_chakra_export_integration(tmp_path):
+    pytest.importorskip("costmodel.chakra.export")
+    out_dir = tmp_path / "trace"
+    rc, _ = run_opt(
+        tmp_path,
+        os.path.join(DATA, "shard_map_collectives.mlir"),
+        f"--extract-collectives=chakra-dir={out_dir}",
+    )
+    assert rc == 0
+    names = sorted(os.listdir(out_dir))
+    assert [f"trace.{r}.et" for r in range(8)] == [n for n in names if n.endswith(".et")]

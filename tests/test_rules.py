@@ -1,0 +1,140 @@
+"""Per-rule tests: expected values written as formulas."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from conftest import run_annotate
+from costmodel import coverage
+from costmodel.rules import RULES, TRANSCENDENTAL_OPS
+
+DTYPES = ["f32", "bf16", "f16", "i8", "i1", "complex<f32>"]
+ELEM_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "i8": 1, "i1": 1, "complex<f32>": 8}
+
+
+def test_every_dialect_op_has_a_rule():
+    missing = [n for n in coverage.dialect_ops() if n not in RULES]
+    assert coverage.dialect_ops(), "no ops found in the bindings"
+    assert missing == []
+
+
+def test_op_coverage_doc_is_current():
+    doc = pathlib.Path(__file__).resolve().parents[1] / "docs" / "op-coverage.md"
+    assert doc.read_text() == coverage.generate(), "run: python -m costmodel.coverage > docs/op-coverage.md"
+
+
+def _single(op_text: str, args: str, result: str):
+    a = run_annotate(f"func.func public @main({args}) -> {result} {{\n {op_text}\n}}")
+    assert a.totals.unsupported == 0, [d.message for d in a.diagnostics]
+    return a
+
+
+_BINARY_CASES = [
+    (op, dtype)
+    for op in ["stablehlo.add", "stablehlo.multiply", "stablehlo.maximum", "stablehlo.subtract"]
+    for dtype in DTYPES
+    # subtract/multiply are not defined on i1, maximum not on complex
+    if not (dtype == "i1" and op in ("stablehlo.subtract", "stablehlo.multiply"))
+    and not (dtype.startswith("complex") and op == "stablehlo.maximum")
+]
+
+
+@pytest.mark.parametrize("op,dtype", _BINARY_CASES)
+def test_binary_elementwise(op, dtype):
+    t = f"tensor<3x5x{dtype}>"
+    a = _single(f"%0 = {op} %a, %b : {t}\n return %0 : {t}", f"%a: {t}, %b: {t}", t)
+    n, eb = 3 * 5, ELEM_BYTES[dtype]
+    assert a.cost(a.ops(op)[0]) == {"flops": n, "transcendentals": 0, "bytes_read": 2 * n * eb, "bytes_written": n * eb}
+
+
+@pytest.mark.parametrize("op", sorted(o for o in TRANSCENDENTAL_OPS if o.startswith("stablehlo.") and o not in ("stablehlo.power", "stablehlo.atan2")))
+@pytest.mark.parametrize("dtype", ["f32", "bf16", "f16"])
+def test_unary_transcendental(op, dtype):
+    t = f"tensor<7x{dtype}>"
+    a = _single(f"%0 = {op} %a : {t}\n return %0 : {t}", f"%a: {t}", t)
+    c = a.cost(a.ops(op)[0])
+    assert (c["flops"], c["transcendentals"]) == (0, 7)  # one transcendental per element
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16", "i8"])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (8, 16, 32), (3, 5, 7)])
+def test_dot_general(m, n, k, dtype):
+    out = "i32" if dtype == "i8" else dtype
+    a = _single(
+        f"%0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<{m}x{k}x{dtype}>, tensor<{k}x{n}x{dtype}>) -> tensor<{m}x{n}x{out}>\n"
+        f" return %0 : tensor<{m}x{n}x{out}>", f"%a: tensor<{m}x{k}x{dtype}>, %b: tensor<{k}x{n}x{dtype}>", f"tensor<{m}x{n}x{out}>")
+    assert a.cost(a.ops("stablehlo.dot_general")[0])["flops"] == 2 * m * n * k  # one FMA = 2 flops
+
+
+def test_batched_dot_general():
+    b, m, n, k = 4, 3, 5, 6
+    a = _single(
+        f"%0 = stablehlo.dot_general %a, %b, batching_dims = [0] x [0], contracting_dims = [2] x [1] : "
+        f"(tensor<{b}x{m}x{k}xf32>, tensor<{b}x{k}x{n}xf32>) -> tensor<{b}x{m}x{n}xf32>\n return %0 : tensor<{b}x{m}x{n}xf32>",
+        f"%a: tensor<{b}x{m}x{k}xf32>, %b: tensor<{b}x{k}x{n}xf32>", f"tensor<{b}x{m}x{n}xf32>")
+    assert a.totals.flops == 2 * b * m * n * k
+
+
+def test_convolution_nchw_padded():
+    # 1x1x5x5 input, 3x3 kernel, pad 1: in-bounds taps per dim = 3*5 - 2 = 13
+    a = _single(
+        "%0 = stablehlo.convolution(%x, %w) dim_numbers = [b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1], window = "
+        "{stride = [1, 1], pad = [[1, 1], [1, 1]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : "
+        "(tensor<2x3x5x5xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x5x5xf32>\n return %0 : tensor<2x4x5x5xf32>",
+        "%x: tensor<2x3x5x5xf32>, %w: tensor<4x3x3x3xf32>", "tensor<2x4x5x5xf32>")
+    assert a.totals.flops == 2 * 2 * 4 * 3 * 13 * 13  # 2 * batch * out_f * in_f * taps_h * taps_w
+
+
+def test_convolution_grouped_strided():
+    a = _single(
+        "%0 = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = "
+        "{stride = [2, 2]} {batch_group_count = 1 : i64, feature_group_count = 2 : i64} : "
+        "(tensor<1x6x6x4xf32>, tensor<2x2x2x6xf32>) -> tensor<1x3x3x6xf32>\n return %0 : tensor<1x3x3x6xf32>",
+        "%x: tensor<1x6x6x4xf32>, %w: tensor<2x2x2x6xf32>", "tensor<1x3x3x6xf32>")
+    assert a.totals.flops == 2 * 1 * 6 * (4 // 2) * (3 * 2) * (3 * 2)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16", "i8"])
+def test_reduce(dtype):
+    t = f"tensor<6x10x{dtype}>"
+    zero = "0" if dtype == "i8" else "0.0"
+    a = _single(
+        f"%z = stablehlo.constant dense<{zero}> : tensor<{dtype}>\n"
+        f" %0 = stablehlo.reduce(%a init: %z) applies stablehlo.add across dimensions = [1] : ({t}, tensor<{dtype}>) -> tensor<6x{dtype}>\n"
+        f" return %0 : tensor<6x{dtype}>", f"%a: {t}", f"tensor<6x{dtype}>")
+    assert a.cost(a.ops("stablehlo.reduce")[0])["flops"] == 6 * 10 - 6  # in - out applications
+
+
+def test_sort_counts_whole_tensor():
+    a = _single(
+        '%0 = "stablehlo.sort"(%a) ({\n ^bb0(%x: tensor<f32>, %y: tensor<f32>):\n'
+        "   %c = stablehlo.compare GT, %x, %y : (tensor<f32>, tensor<f32>) -> tensor<i1>\n   stablehlo.return %c : tensor<i1>\n"
+        " }) {dimension = 1 : i64} : (tensor<3x10xf32>) -> tensor<3x10xf32>\n return %0 : tensor<3x10xf32>",
+        "%a: tensor<3x10xf32>", "tensor<3x10xf32>")
+    n = 30
+    assert a.cost(a.ops("stablehlo.sort")[0])["flops"] == n * 5  # n * ceil(log2 n), XLA
+
+
+def test_custom_call_unknown_is_unsupported():
+    a = run_annotate(
+        "func.func public @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
+        ' %0 = stablehlo.custom_call @my_kernel(%a) : (tensor<4xf32>) -> tensor<4xf32>\n return %0 : tensor<4xf32>\n}')
+    op = a.ops("stablehlo.custom_call")[0]
+    assert "costmodel.unsupported" in op.attributes
+    assert a.totals.unsupported == 1
+
+
+def test_custom_call_sharding_is_free():
+    a = _single(' %0 = stablehlo.custom_call @Sharding(%a) : (tensor<4xf32>) -> tensor<4xf32>\n return %0 : tensor<4xf32>',
+                "%a: tensor<4xf32>", "tensor<4xf32>")
+    assert a.cost(a.ops("stablehlo.custom_call")[0])["flops"] == 0
+
+
+def test_dynamic_shape_is_unsupported_with_hint():
+    a = run_annotate("func.func public @main(%a: tensor<?xf32>) -> tensor<?xf32> {\n"
+                     " %0 = stablehlo.add %a, %a : tensor<?xf32>\n return %0 : tensor<?xf32>\n}")
+    op = a.ops("stablehlo.add")[0]
+    assert "costmodel.unsupported" in op.attributes
+    assert any("--stablehlo-refine-shapes" in d.message and d.line > 0 for d in a.diagnostics)
