@@ -1,0 +1,160 @@
+"""`propagate-shardings`: turn a sharded, not-yet-partitioned program into the program
+each device runs, with its collectives, using Shardy's own passes.
+
+    stablehlo-opt train_step.mlir --propagate-shardings --annotate-cost
+
+Steps (all but the first are Shardy passes registered in the bindings):
+1. GSPMD input (`mhlo.sharding` strings) is converted to `sdy.mesh` + `sdy.sharding`
+   (`costmodel.gspmd.convert_module`); a module with Shardy shardings is taken as is.
+2. `sdy-propagation-pipeline` (import incl. `sdy-import-func-calls`, propagation, export).
+3. `func.func(sdy-insert-explicit-reshards{enable-full-version=true}, sdy-reshard-to-collectives)`:
+   every reshard becomes an `sdy` collective (all_gather, all_slice, all_reduce,
+   all_to_all, collective_permute) on global shapes.
+4. (per-device=true, the default) `sdy-convert-global-to-local`: local shapes, the `sdy`
+   collectives become `stablehlo` collectives with replica_groups, channel handles and
+   use_global_device_ids; `mhlo.num_partitions` (the mesh size) and `mhlo.num_replicas = 1`
+   are set on the module.
+
+A module without any sharding (no `sdy.*` op or attribute, no `mhlo.sharding`) passes
+through unchanged. See docs/sharding.md.
+"""
+
+from __future__ import annotations
+
+import math
+
+from costmodel import gspmd
+from costmodel.ir import ir, passmanager
+
+from . import PassError, PassInfo, PassOption, PassSession, register_pass
+
+PROPAGATE = (
+    "builtin.module(sdy-propagation-pipeline,"
+    "func.func(sdy-insert-explicit-reshards{enable-full-version=true},sdy-reshard-to-collectives))"
+)
+TO_LOCAL = "builtin.module(sdy-convert-global-to-local)"
+
+# sdy ops that may remain in a per-device program
+_ALLOWED_SDY_LOCAL = {"sdy.mesh"}
+
+
+def _walk(op: ir.Operation):
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.operations:
+                yield child.operation
+                yield from _walk(child.operation)
+
+
+def _has_sdy_attr(attrs) -> bool:
+    for i in range(len(attrs)):
+        if attrs[i].name.startswith("sdy."):
+            return True
+    return False
+
+
+def module_has_shardy(module: ir.Operation) -> bool:
+    for op in _walk(module):
+        if op.name.startswith("sdy."):
+            return True
+        if _has_sdy_attr(op.attributes):
+            return True
+        if op.name == "func.func":
+            for key in ("arg_attrs", "res_attrs"):
+                if key in op.attributes:
+                    for d in ir.ArrayAttr(op.attributes[key]):
+                        d = ir.DictAttr(d)
+                        if any(d[i].name.startswith("sdy.") for i in range(len(d))):
+                            return True
+    return False
+
+
+def _run_pipeline(module: ir.Operation, pipeline: str, session: PassSession, what: str) -> None:
+    diags = session.diagnostics
+    before = sum(1 for d in diags.diagnostics if d.severity == "error")
+    with module.context:
+        pm = passmanager.PassManager.parse(pipeline)
+        try:
+            pm.run(module)
+        except ir.MLIRError as err:
+            after = sum(1 for d in diags.diagnostics if d.severity == "error")
+            if after == before:
+                # no handler collected them (library use): take them from the exception
+                diags.add_mlir(err.error_diagnostics)
+            if sum(1 for d in diags.diagnostics if d.severity == "error") == before:
+                diags.error(module.location, f"propagate-shardings: {what} failed: {str(err).splitlines()[0]}")
+            diags.error(module.location, f"propagate-shardings: {what} failed (pipeline {pipeline})")
+            raise PassError(what) from None
+
+
+def _mesh_sizes(module: ir.Operation) -> dict[str, int]:
+    sizes = {}
+    for op in module.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name == "sdy.mesh":
+            text = str(op.attributes["mesh"])
+            import re
+
+            axes = [int(m) for m in re.findall(r'"[^"]*"\s*=\s*(\d+)', text)]
+            name = ir.StringAttr(op.attributes["sym_name"]).value
+            sizes[name] = math.prod(axes) if axes else 1
+    return sizes
+
+
+def run(module: ir.Operation, options: dict, session: PassSession) -> None:
+    diags = session.diagnostics
+    has_sdy = module_has_shardy(module)
+    if not has_sdy:
+        if not gspmd.module_has_gspmd_shardings(module):
+            return  # nothing sharded: unchanged
+        if not gspmd.convert_module(module, diags):
+            if not diags.has_errors:
+                diags.error(module.location, "propagate-shardings: cannot convert the GSPMD shardings")
+            raise PassError("gspmd")
+    elif gspmd.module_has_gspmd_shardings(module):
+        diags.warning(
+            module.location,
+            "propagate-shardings: module has both Shardy and GSPMD (mhlo.sharding) shardings; "
+            "the mhlo.sharding strings are ignored",
+        )
+
+    _run_pipeline(module, PROPAGATE, session, "Shardy propagation and reshard-to-collectives")
+    if not options["per-device"]:
+        return
+    _run_pipeline(module, TO_LOCAL, session, "sdy-convert-global-to-local")
+
+    leftovers = {}
+    for op in _walk(module):
+        if op.name.startswith("sdy.") and op.name not in _ALLOWED_SDY_LOCAL:
+            leftovers.setdefault(op.name, op)
+    for name, op in leftovers.items():
+        diags.error(op.location, f"propagate-shardings: '{name}' was not converted to a per-device op")
+    if leftovers:
+        raise PassError("leftover sdy ops")
+
+    sizes = _mesh_sizes(module)
+    with module.context:
+        i32 = ir.IntegerType.get_signless(32)
+        if "mhlo.num_partitions" not in module.attributes:
+            n = max([s for k, s in sizes.items() if not k.startswith("maximal_mesh")] + [1])
+            module.attributes["mhlo.num_partitions"] = ir.IntegerAttr.get(i32, n)
+        if "mhlo.num_replicas" not in module.attributes:
+            module.attributes["mhlo.num_replicas"] = ir.IntegerAttr.get(i32, 1)
+
+
+INFO = register_pass(
+    PassInfo(
+        argument="propagate-shardings",
+        summary="Propagate shardings with Shardy and partition into a per-device program with collectives",
+        options=(
+            PassOption(
+                "per-device",
+                bool,
+                True,
+                "export to local (per-device) shapes with stablehlo collectives; false keeps global "
+                "shapes with sdy collectives",
+            ),
+        ),
+        run=run,
+    )
+)

@@ -1,0 +1,99 @@
+// propagate-shardings: Shardy input, GSPMD (mhlo.sharding) input, no shardings, and
+// errors. Per-device output by default; per-device=false keeps global shapes.
+
+// RUN: stablehlo-opt %s --split-input-file --propagate-shardings | FileCheck %s
+// RUN: stablehlo-opt %s --split-input-file --propagate-shardings=per-device=false | FileCheck %s --check-prefix=GLOBAL
+// RUN: not stablehlo-opt %data/sharded/bad_gspmd.mlir --propagate-shardings 2>&1 | FileCheck %s --check-prefix=ERR
+// RUN: not stablehlo-opt %data/sharded/shard_map_gspmd.mlir --propagate-shardings 2>&1 | FileCheck %s --check-prefix=MANUAL
+
+// A malformed GSPMD string: an error at the function, quoting the string; no traceback.
+// ERR: bad_gspmd.mlir:4:3: error: bad sharding '{devices=[8]<=[4]}': iota over 4 devices for tile dimensions [8] (8 devices)
+// ERR-NOT: Traceback
+// A GSPMD shard_map region (SPMDFullToShardShape/ShardToFullShape) is rejected with a hint.
+// MANUAL: error: custom_call @SPMDFullToShardShape (a GSPMD shard_map region) cannot be converted to Shardy; export the program with Shardy (jax_use_shardy_partitioner=True)
+
+// Shardy input: DP x TP MLP on a 2x4 mesh; the row-parallel matmul needs an all-reduce
+// over "model" (groups of 4 consecutive devices).
+// CHECK-LABEL: module @shardy attributes {mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32}
+// CHECK: func.func public @main(%arg0: tensor<8x32xf32> {{.*}}, %arg1: tensor<32x16xf32> {{.*}}, %arg2: tensor<16x32xf32> {{.*}}) -> (tensor<8x32xf32>
+// CHECK: stablehlo.dot_general {{.*}} -> tensor<8x16xf32>
+// CHECK: "stablehlo.all_reduce"(%{{.*}}) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = dense<{{\[\[}}0, 1, 2, 3], [4, 5, 6, 7]]> : tensor<2x4xi64>, use_global_device_ids}>
+// CHECK: stablehlo.add
+// CHECK: (tensor<8x32xf32>) -> tensor<8x32xf32>
+// CHECK-NOT: sdy.all_reduce
+// GLOBAL-LABEL: module @shardy
+// GLOBAL: func.func public @main(%arg0: tensor<16x32xf32>
+// GLOBAL: sdy.all_reduce {"model"} %{{.*}} out_sharding=<@mesh, [{"data"}, {}]> : tensor<16x32xf32>
+module @shardy attributes {mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32} {
+  sdy.mesh @mesh = <["data"=2, "model"=4]>
+  func.func public @main(%arg0: tensor<16x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"data"}, {}]>}, %arg1: tensor<32x64xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"model"}]>}, %arg2: tensor<64x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"model"}, {}]>}) -> (tensor<16x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"data"}, {}]>}) {
+    %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] : (tensor<16x32xf32>, tensor<32x64xf32>) -> tensor<16x64xf32>
+    %1 = stablehlo.tanh %0 : tensor<16x64xf32>
+    %2 = stablehlo.dot_general %1, %arg2, contracting_dims = [1] x [0] : (tensor<16x64xf32>, tensor<64x32xf32>) -> tensor<16x32xf32>
+    return %2 : tensor<16x32xf32>
+  }
+}
+
+// -----
+
+// Shardy input: rows -> columns reshard is an all-to-all; a constraint to replicated
+// is an all-gather.
+// CHECK-LABEL: module @reshards
+// CHECK: func.func @main(%arg0: tensor<8x64xf32>
+// CHECK: "stablehlo.all_to_all"(%{{.*}}) <{channel_handle = #stablehlo.channel_handle<handle = {{[0-9]+}}, type = 1>, concat_dimension = 0 : i64, replica_groups = dense<{{\[\[}}0, 1, 2, 3, 4, 5, 6, 7]]> : tensor<1x8xi64>, split_count = 8 : i64, split_dimension = 1 : i64}> : (tensor<8x64xf32>) -> tensor<64x8xf32>
+// CHECK: "stablehlo.all_gather"(%{{.*}}) <{all_gather_dim = 0 : i64, {{.*}}use_global_device_ids}> : (tensor<8x64xf32>) -> tensor<64x64xf32>
+// GLOBAL-LABEL: module @reshards
+// GLOBAL-DAG: sdy.all_to_all
+// GLOBAL-DAG: sdy.all_gather
+module @reshards attributes {mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32} {
+  sdy.mesh @mesh = <["d"=8]>
+  func.func @main(%arg0: tensor<64x64xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"d"}, {}]>}) -> (tensor<64x64xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"d"}]>}, tensor<64x64xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}]>}) {
+    %0 = stablehlo.negate %arg0 : tensor<64x64xf32>
+    %1 = sdy.sharding_constraint %0 <@mesh, [{}, {"d"}]> : tensor<64x64xf32>
+    %2 = stablehlo.abs %arg0 : tensor<64x64xf32>
+    return %1, %2 : tensor<64x64xf32>, tensor<64x64xf32>
+  }
+}
+
+// -----
+
+// GSPMD input (what JAX emits with jax_use_shardy_partitioner=False): the strings become
+// one mesh ["axis_0"=2, "axis_1"=4] (iota [8] and [2,4]T(1,0) share it), then the same
+// partitioning as the Shardy version above.
+// CHECK-LABEL: module @gspmd attributes {mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32}
+// CHECK: sdy.mesh @mesh = <["axis_0"=2, "axis_1"=4]>
+// CHECK: func.func public @main(%arg0: tensor<8x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"axis_0"}, {}]>}, %arg1: tensor<32x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"axis_1"}]>}, %arg2: tensor<16x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"axis_1"}, {}]>})
+// CHECK-NOT: mhlo.sharding
+// CHECK: "stablehlo.all_reduce"(%{{.*}}) <{{.*}}replica_groups = dense<{{\[\[}}0, 1, 2, 3], [4, 5, 6, 7]]> : tensor<2x4xi64>, use_global_device_ids}>
+// CHECK-NOT: custom_call
+// CHECK: return
+// GLOBAL-LABEL: module @gspmd
+// GLOBAL: func.func public @main(%arg0: tensor<16x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"axis_0"}, {}]>}
+// GLOBAL: sdy.all_reduce {"axis_1"}
+module @gspmd attributes {mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%arg0: tensor<16x32xf32> {mhlo.sharding = "{devices=[2,1,4]<=[8] last_tile_dim_replicate}"}, %arg1: tensor<32x64xf32> {mhlo.sharding = "{devices=[1,4,2]<=[2,4]T(1,0) last_tile_dim_replicate}"}, %arg2: tensor<64x32xf32> {mhlo.sharding = "{devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}"}) -> (tensor<16x32xf32> {jax.result_info = "result", mhlo.sharding = "{devices=[2,1,4]<=[8] last_tile_dim_replicate}"}) {
+    %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] : (tensor<16x32xf32>, tensor<32x64xf32>) -> tensor<16x64xf32>
+    %1 = stablehlo.custom_call @Sharding(%0) {backend_config = "", mhlo.sharding = "{devices=[2,4]<=[8]}"} : (tensor<16x64xf32>) -> tensor<16x64xf32>
+    %2 = stablehlo.tanh %1 : tensor<16x64xf32>
+    %3 = stablehlo.dot_general %2, %arg2, contracting_dims = [1] x [0] : (tensor<16x64xf32>, tensor<64x32xf32>) -> tensor<16x32xf32>
+    return %3 : tensor<16x32xf32>
+  }
+}
+
+// -----
+
+// No shardings: passes through unchanged (no mesh, no attributes, private funcs kept).
+// CHECK-LABEL: module @plain {
+// CHECK-NEXT: func.func @main(%arg0: tensor<4x4xf32>) -> tensor<4x4xf32> {
+// CHECK-NEXT: stablehlo.add %arg0, %arg0 : tensor<4x4xf32>
+// CHECK: func.func private @unused
+// GLOBAL-LABEL: module @plain {
+module @plain {
+  func.func @main(%arg0: tensor<4x4xf32>) -> tensor<4x4xf32> {
+    %0 = stablehlo.add %arg0, %arg0 : tensor<4x4xf32>
+    return %0 : tensor<4x4xf32>
+  }
+  func.func private @unused(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+    return %arg0 : tensor<4xf32>
+  }
+}

@@ -1,0 +1,219 @@
+"""Sharded JAX programs for the propagate-shardings tests, and XLA's partitioning of them.
+
+    python tests/data/sharded/generate.py OUTDIR            # lowered inputs only
+    python tests/data/sharded/generate.py OUTDIR --oracle   # + XLA's post-SPMD program
+
+For every case this writes `OUTDIR/<case>.mlir`: the program as `jax.jit(...).lower()`
+emits it (Shardy `sdy.*` shardings, or GSPMD `mhlo.sharding` strings for the `*_gspmd`
+cases, lowered with `jax_use_shardy_partitioner=False`). With `--oracle` it also compiles
+each case on 8 host CPU devices with `--xla_dump_hlo_pass_re=spmd-partitioning`, takes
+the HLO right after XLA's `spmd-partitioning` pass, converts it with
+`jaxlib._jax.mlir.hlo_to_stablehlo` and writes `OUTDIR/<case>.xla.mlirbc` (MLIR bytecode).
+
+The checked-in `tests/data/sharded/*.mlir` are the output of
+`python tests/data/sharded/generate.py tests/data/sharded` (jax 0.10.2).
+Must run in its own process: it sets XLA_FLAGS before importing jax.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import sys
+import tempfile
+
+
+def _setup(dump_dir: str | None) -> None:
+    flags = ["--xla_force_host_platform_device_count=8"]
+    if dump_dir:
+        flags += [
+            f"--xla_dump_to={dump_dir}",
+            "--xla_dump_hlo_pass_re=spmd-partitioning",
+            "--xla_dump_hlo_as_proto",
+        ]
+    os.environ["XLA_FLAGS"] = " ".join(flags)
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+
+def cases():
+    """name -> (function, args as ShapeDtypeStruct with shardings, out_shardings, gspmd?)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import AxisType, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    auto = AxisType.Auto
+    m8 = jax.make_mesh((8,), ("d",), axis_types=(auto,))
+    m24 = jax.make_mesh((2, 4), ("data", "model"), axis_types=(auto, auto))
+    f32 = jnp.float32
+
+    def sds(shape, mesh, spec):
+        return jax.ShapeDtypeStruct(shape, f32, sharding=NamedSharding(mesh, spec))
+
+    def ns(mesh, spec):
+        return NamedSharding(mesh, spec)
+
+    out = {}
+
+    # 1. data-parallel MLP training step: gradients all-reduced over "d".
+    def dp_mlp(w1, w2, x, y):
+        def loss(params):
+            a, b = params
+            return jnp.mean((jnp.tanh(x @ a) @ b - y) ** 2)
+
+        return jax.grad(loss)((w1, w2))
+
+    dp_args = [sds((32, 64), m8, P()), sds((64, 16), m8, P()), sds((64, 32), m8, P("d")), sds((64, 16), m8, P("d"))]
+    out["dp_mlp"] = (dp_mlp, dp_args, (ns(m8, P()), ns(m8, P())))
+
+    # 2. Megatron tensor-parallel MLP: column- then row-parallel, one all-reduce.
+    def tp_mlp(x, w1, w2):
+        return jax.nn.gelu(x @ w1) @ w2
+
+    tp_args = [sds((16, 32), m8, P()), sds((32, 128), m8, P(None, "d")), sds((128, 32), m8, P("d", None))]
+    out["tp_mlp"] = (tp_mlp, tp_args, ns(m8, P()))
+
+    # 3. FSDP: weights sharded on their first dim, gathered before use.
+    def fsdp_mlp(x, w1, w2):
+        return jnp.tanh(x @ w1) @ w2
+
+    fsdp_args = [sds((64, 32), m8, P("d")), sds((32, 64), m8, P("d")), sds((64, 32), m8, P("d"))]
+    out["fsdp_mlp"] = (fsdp_mlp, fsdp_args, ns(m8, P("d")))
+
+    def fsdp_mlp_constrained(x, w1, w2):
+        w1 = jax.lax.with_sharding_constraint(w1, ns(m8, P()))
+        h = jax.lax.with_sharding_constraint(jnp.tanh(x @ w1), ns(m8, P("d")))
+        w2 = jax.lax.with_sharding_constraint(w2, ns(m8, P()))
+        return h @ w2
+
+    out["fsdp_mlp_constrained"] = (fsdp_mlp_constrained, fsdp_args, ns(m8, P("d")))
+
+    # 4. Transformer block, DP over "data" x TP over "model" on a 2x4 mesh.
+    heads, dh = 4, 8
+    dm = heads * dh
+
+    def transformer(x, wq, wk, wv, wo, w1, w2):
+        b, s, _ = x.shape
+
+        def split(t):
+            return t.reshape(b, s, heads, dh)
+
+        q, k, v = split(x @ wq), split(x @ wk), split(x @ wv)
+        att = jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k) / dh**0.5, axis=-1)
+        o = jnp.einsum("bhqk,bkhd->bqhd", att, v).reshape(b, s, dm) @ wo
+        h = x + o
+        return h + jax.nn.gelu(h @ w1) @ w2
+
+    tf_args = [
+        sds((4, 8, dm), m24, P("data", None, None)),
+        sds((dm, dm), m24, P(None, "model")),
+        sds((dm, dm), m24, P(None, "model")),
+        sds((dm, dm), m24, P(None, "model")),
+        sds((dm, dm), m24, P("model", None)),
+        sds((dm, 4 * dm), m24, P(None, "model")),
+        sds((4 * dm, dm), m24, P("model", None)),
+    ]
+    out["transformer_dp_tp"] = (transformer, tf_args, ns(m24, P("data", None, None)))
+
+    # 5. Explicit reshard rows -> columns: all-to-all.
+    def reshard_all_to_all(x):
+        return jax.lax.with_sharding_constraint(x * 2.0, ns(m8, P(None, "d"))) + 1.0
+
+    out["reshard_all_to_all"] = (reshard_all_to_all, [sds((64, 64), m8, P("d", None))], ns(m8, P(None, "d")))
+
+    # 6. Explicit reshard that only reorders devices: collective-permute.
+    def reshard_permute(x):
+        return jax.lax.with_sharding_constraint(x * 2.0, ns(m24, P(("model", "data")))) + 1.0
+
+    out["reshard_permute"] = (
+        reshard_permute,
+        [sds((64, 16), m24, P(("data", "model")))],
+        ns(m24, P(("model", "data"))),
+    )
+
+    # 7. shard_map with an explicit psum inside (sdy.manual_computation).
+    def shard_map_psum(x):
+        body = jax.shard_map(lambda a: jax.lax.psum(a * 2.0, "d"), mesh=m8, in_specs=P("d"), out_specs=P())
+        return body(x) + 1.0
+
+    out["shard_map"] = (shard_map_psum, [sds((64, 16), m8, P("d"))], ns(m8, P()))
+
+    # 8. GSPMD-string versions (shard_map_gspmd: a GSPMD manual region, which we reject).
+    out["shard_map_gspmd"] = out["shard_map"] + (True,)
+    out["tp_mlp_gspmd"] = (tp_mlp, tp_args, ns(m8, P()), True)
+    out["transformer_dp_tp_gspmd"] = (transformer, tf_args, ns(m24, P("data", None, None)), True)
+    out["reshard_all_to_all_gspmd"] = out["reshard_all_to_all"] + (True,)
+    return {k: v if len(v) == 4 else v + (False,) for k, v in out.items()}
+
+
+def _jit(name, fn, out_shardings):
+    import functools
+
+    import jax
+
+    @functools.wraps(fn)
+    def wrapper(*a):
+        return fn(*a)
+
+    wrapper.__name__ = name
+    wrapper.__qualname__ = name
+    return jax.jit(wrapper, out_shardings=out_shardings)
+
+
+def _hlo_module_proto(hlo_proto: bytes) -> bytes:
+    """HloProto (what --xla_dump_hlo_as_proto writes) -> its field 1, the HloModuleProto."""
+    if not hlo_proto or hlo_proto[0] != 0x0A:
+        raise ValueError("not an HloProto with an hlo_module field first")
+    i, n, shift = 1, 0, 0
+    while True:
+        c = hlo_proto[i]
+        n |= (c & 0x7F) << shift
+        shift += 7
+        i += 1
+        if c < 0x80:
+            break
+    return hlo_proto[i : i + n]
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0].startswith("-"):
+        sys.stderr.write(__doc__)
+        return 2
+    outdir = argv[0]
+    oracle = "--oracle" in argv[1:]
+    only = [a for a in argv[1:] if not a.startswith("--")]
+    os.makedirs(outdir, exist_ok=True)
+    dump = tempfile.mkdtemp(prefix="spmd_dump_") if oracle else None
+    _setup(dump)
+    import jax
+
+    from jax._src.lib import _jax
+
+    for name, (fn, args, outs, use_gspmd) in cases().items():
+        if only and name not in only:
+            continue
+        jax.config.update("jax_use_shardy_partitioner", not use_gspmd)
+        try:
+            lowered = _jit(name, fn, outs).lower(*args)
+            text = lowered.as_text()
+            with open(os.path.join(outdir, f"{name}.mlir"), "w") as fh:
+                fh.write(text)
+            if oracle:
+                lowered.compile()
+                files = glob.glob(os.path.join(dump, f"module_*.jit_{name}.*after_spmd-partitioning*.hlo.pb"))
+                if len(files) != 1:
+                    raise RuntimeError(f"{name}: expected one post-spmd-partitioning dump, found {files}")
+                with open(files[0], "rb") as fh:
+                    proto = _hlo_module_proto(fh.read())
+                with open(os.path.join(outdir, f"{name}.xla.mlirbc"), "wb") as fh:
+                    fh.write(_jax.mlir.hlo_to_stablehlo(proto))
+        finally:
+            jax.config.update("jax_use_shardy_partitioner", True)
+    if dump:
+        shutil.rmtree(dump, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
