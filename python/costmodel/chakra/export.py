@@ -1,0 +1,1038 @@
+"""Chakra execution graphs from an annotated module: one `.et` file per rank.
+
+Input: a module that `annotate-cost` has costed (`costmodel.cost` on every op,
+`costmodel.summary` on the module); collectives are decoded with
+`costmodel.collectives.decode_collective` (the `extract-collectives` pass does the same
+and annotates `costmodel.collective`). Output: a trace directory that ASTRA-sim's
+analytical backend runs as is, and that `costmodel simulate` reads.
+
+How the program becomes a graph (docs/chakra.md has the long version):
+
+- The program is walked in program order from its public functions. `func.call`,
+  `stablehlo.composite`, `sdy.manual_computation` ... are inlined when they contain
+  communication; a `stablehlo.while` that contains communication is UNROLLED by its trip
+  count (so every collective of every iteration appears, in order). Control flow without
+  communication is FOLDED: it is one compute op with the total cost the engine put on it.
+  A `stablehlo.case`/`if` with communication exports its most expensive branch.
+- Compute: with `granularity=region` (default) consecutive compute ops are merged into
+  one COMP node until a communication point: a collective is issued, or an op uses the
+  result of a collective that the running node does not depend on yet. With
+  `granularity=op` every op with a non-zero time is its own COMP node. Ops with zero time
+  (constants, tuples, reshapes the backend prices at zero) add no node; their users
+  depend on what they depend on.
+- COMP nodes run in program order on the rank's compute stream (a ctrl dep on the
+  previous COMP node), communication nodes in program order on its communication stream
+  (a ctrl dep on the previous communication node). So every rank issues its collectives in
+  the same order, as ASTRA-sim requires, and compute overlaps communication exactly where
+  the data dependencies allow.
+- `duration_micros` is rounded with the error carried forward (the running sum is
+  rounded, not each node), so a rank's durations add up to its predicted compute time to
+  within 0.5 us. `num_ops` (flops, at least 1) and `tensor_size` (bytes read + written,
+  at least 1) make ASTRA-sim's roofline mode work.
+- Collectives (all_reduce, all_gather, reduce_scatter, all_to_all) are COMM_COLL nodes
+  with `comm_type`, `comm_size` (ASTRA-sim's meaning, see `costmodel.collective`) and
+  `pg_name` for sub-groups (keys of comm_group.json). collective_broadcast is a
+  BROADCAST node that ASTRA-sim replays from `duration_micros` (our model's time).
+  collective_permute, send and recv become COMM_SEND / COMM_RECV pairs (all sends of an
+  op before its receives, so no rank can block a peer). A rank that takes no part in a
+  communication op (not in any group of size > 1, no pair) gets no node for it.
+- The local work of a collective (the reduction of an all_reduce, as annotate-cost
+  prices it) is compute: it joins the compute before the collective.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shlex
+import shutil
+import time
+from typing import Callable
+
+from ..engine import COST_ATTR, SUMMARY_ATTR, infer_trip_count
+from ..ir import InputError, format_location, ir
+from . import et_def_pb2 as pb
+from .io import CHAKRA_VERSION, encode_trace, make_metadata
+
+__all__ = [
+    "ExportOptions",
+    "ExportResult",
+    "TemplateGraph",
+    "build_template",
+    "instantiate",
+    "export_module",
+    "write_trace_dir",
+    "run_from_pass",
+    "resolve_output_dir",
+    "COMM_OP_KINDS",
+    "COMM_TYPE_OF_KIND",
+    "KIND_OF_COMM_TYPE",
+    "ASTRA_SIM_BINARY",
+    "MANIFEST",
+    "COMM_GROUP_FILE",
+]
+
+ASTRA_SIM_BINARY = "AstraSim_Analytical_Congestion_Unaware"
+MANIFEST = "manifest.json"
+COMM_GROUP_FILE = "comm_group.json"
+SYSTEM_FILE = "system.json"
+NETWORK_FILE = "network.yml"
+REMOTE_MEMORY_FILE = "remote_memory.json"
+GENERATOR = "stablehlo-costmodel"
+
+# A graph larger than this (nodes per rank) is refused: unrolling went too far.
+MAX_NODES_PER_RANK = 2_000_000
+
+COMM_OP_KINDS = {
+    "stablehlo.all_reduce": "all_reduce",
+    "stablehlo.all_gather": "all_gather",
+    "stablehlo.reduce_scatter": "reduce_scatter",
+    "stablehlo.all_to_all": "all_to_all",
+    "stablehlo.collective_permute": "collective_permute",
+    "stablehlo.collective_broadcast": "collective_broadcast",
+    "stablehlo.send": "send",
+    "stablehlo.recv": "recv",
+}
+COMM_TYPE_OF_KIND = {
+    "all_reduce": pb.ALL_REDUCE,
+    "all_gather": pb.ALL_GATHER,
+    "reduce_scatter": pb.REDUCE_SCATTER,
+    "all_to_all": pb.ALL_TO_ALL,
+    "collective_broadcast": pb.BROADCAST,
+}
+KIND_OF_COMM_TYPE = {v: k for k, v in COMM_TYPE_OF_KIND.items()}
+for _dialect in ("mhlo",):
+    for _k in list(COMM_OP_KINDS.values()):
+        COMM_OP_KINDS[f"{_dialect}.{_k}"] = _k
+for _k in ("all_gather", "all_reduce", "reduce_scatter", "all_to_all", "collective_permute", "all_slice"):
+    COMM_OP_KINDS[f"sdy.{_k}"] = _k
+P2P_KINDS = ("collective_permute", "send", "recv")
+
+# Ops whose regions are control flow (walked when they contain communication).
+CONTROL_OPS = frozenset(
+    {
+        "stablehlo.while",
+        "stablehlo.case",
+        "stablehlo.if",
+        "func.call",
+        "stablehlo.composite",
+        "stablehlo.async_start",
+        "sdy.manual_computation",
+        "sdy.named_computation",
+        "chlo.scan",
+    }
+)
+CALL_OPS = {"func.call": "callee", "stablehlo.composite": "decomposition", "stablehlo.async_start": "called_computation"}
+TERMINATORS = frozenset({"func.return", "stablehlo.return", "sdy.return", "mhlo.return", "chlo.return"})
+
+NODE_TYPE_NAMES = {v: k for k, v in pb.NodeType.items()}
+
+
+# ---------------------------------------------------------------------------
+# the rank-independent template graph
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(slots=True)
+class TNode:
+    idx: int
+    kind: str  # "comp" | "coll" | "p2p"
+    name: str
+    deps: set
+    time_ns: float = 0.0
+    flops: int = 0
+    nbytes: int = 0
+    op_count: int = 0
+    duration_us: int = 0
+    # communication
+    comm_kind: str = ""
+    comm_bytes: int = 0
+    groups: list | None = None
+    pairs: list | None = None
+    tag: int = 0
+    loc: str = ""
+
+
+@dataclasses.dataclass
+class TemplateGraph:
+    nodes: list[TNode]
+    num_replicas: int
+    num_partitions: int
+    granularity: str
+    compute_time_ns: float  # sum over COMP nodes (one rank)
+    unrolled_loops: int = 0
+    folded_loops: int = 0
+    warnings: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def num_devices(self) -> int:
+        return self.num_replicas * self.num_partitions
+
+
+class _Builder:
+    def __init__(self, module: ir.Operation, granularity: str, num_replicas: int, num_partitions: int, decode, diags):
+        self.granularity = granularity
+        self.region_mode = granularity == "region"
+        self.num_replicas = num_replicas
+        self.num_partitions = num_partitions
+        self.decode = decode
+        self.diags = diags
+        self.nodes: list[TNode] = []
+        self.vals: dict = {}
+        self.comm_idx: set[int] = set()
+        self.chain: TNode | None = None
+        self.funcs: dict[str, ir.Operation] = {}
+        self._cost_cache: dict = {}
+        self._func_comm: dict[str, bool] = {}
+        self._op_comm: dict = {}
+        self._stack: list[str] = []
+        self._chain_count = 0
+        self.p2p_count = 0
+        self.unrolled = 0
+        self.folded = 0
+        self.warnings: list[str] = []
+        self._warned: set = set()
+        for op in module.regions[0].blocks[0].operations:
+            op = op.operation
+            if op.name == "func.func":
+                self.funcs[ir.StringAttr(op.attributes["sym_name"]).value] = op
+
+    # -- helpers -------------------------------------------------------------------
+    def warn(self, op, message: str) -> None:
+        key = (message,)
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        self.warnings.append(message)
+        if self.diags is not None:
+            self.diags.warning(op.location, message)
+
+    def _new(self, kind: str, name: str, deps: set) -> TNode:
+        if len(self.nodes) >= MAX_NODES_PER_RANK:
+            raise InputError(
+                f"the Chakra graph would have more than {MAX_NODES_PER_RANK} nodes per rank "
+                "(loops with communication are unrolled); use granularity=region or a smaller trip count"
+            )
+        node = TNode(len(self.nodes), kind, name, deps)
+        self.nodes.append(node)
+        return node
+
+    def cost(self, op) -> tuple:
+        attrs = op.attributes
+        if COST_ATTR not in attrs:
+            return (0.0, 0, 0, None)
+        a = attrs[COST_ATTR]
+        hit = self._cost_cache.get(a)
+        if hit is None:
+            d = ir.DictAttr(a)
+            t = ir.FloatAttr(d["time_ns"]).value if "time_ns" in d else 0.0
+            flops = ir.IntegerAttr(d["flops"]).value if "flops" in d else 0
+            nbytes = (ir.IntegerAttr(d["bytes_read"]).value if "bytes_read" in d else 0) + (
+                ir.IntegerAttr(d["bytes_written"]).value if "bytes_written" in d else 0
+            )
+            trip = ir.IntegerAttr(d["trip_count"]).value if "trip_count" in d else None
+            hit = (t, flops, nbytes, trip)
+            self._cost_cache[a] = hit
+        return hit
+
+    def deps_of(self, values) -> set:
+        out: set = set()
+        vals = self.vals
+        for v in values:
+            d = vals.get(v)
+            if d:
+                out.update(d)
+        return out
+
+    def bind(self, values, deps_list) -> None:
+        vals = self.vals
+        values = list(values)
+        if len(values) == len(deps_list):
+            for v, d in zip(values, deps_list):
+                vals[v] = d
+        else:
+            union: set = set()
+            for d in deps_list:
+                union.update(d)
+            t = tuple(union)
+            for v in values:
+                vals[v] = t
+
+    # -- communication content -------------------------------------------------
+    def func_has_comm(self, name: str) -> bool:
+        hit = self._func_comm.get(name)
+        if hit is not None:
+            return hit
+        fn = self.funcs.get(name)
+        self._func_comm[name] = False  # recursion guard
+        result = fn is not None and any(self._region_has_comm(r) for r in fn.regions)
+        self._func_comm[name] = result
+        return result
+
+    def _region_has_comm(self, region) -> bool:
+        for block in region.blocks:
+            for op in block.operations:
+                op = op.operation
+                name = op.name
+                if name in COMM_OP_KINDS:
+                    return True
+                if name in CONTROL_OPS and self.has_comm(op):
+                    return True
+        return False
+
+    def has_comm(self, op) -> bool:
+        hit = self._op_comm.get(op)
+        if hit is not None:
+            return hit
+        key = CALL_OPS.get(op.name)
+        if key is not None:
+            try:
+                callee = ir.FlatSymbolRefAttr(op.attributes[key]).value
+            except (KeyError, ValueError):
+                result = False
+            else:
+                result = self.func_has_comm(callee)
+        else:
+            result = any(self._region_has_comm(r) for r in op.regions)
+        self._op_comm[op] = result
+        return result
+
+    # -- walking -----------------------------------------------------------------
+    def run(self, entries: list[str]) -> None:
+        for name in entries:
+            fn = self.funcs[name]
+            self._stack.append(name)
+            for block in fn.regions[0].blocks:
+                self.walk_block(block)
+            self._stack.pop()
+        self.chain = None
+
+    def walk_block(self, block) -> list:
+        vals = self.vals
+        for op in block.operations:
+            op = op.operation
+            name = op.name
+            if name in TERMINATORS:
+                return [vals.get(v, ()) for v in op.operands]
+            self.visit(op, name)
+        return []
+
+    def visit(self, op, name: str) -> None:
+        kind = COMM_OP_KINDS.get(name)
+        if kind is not None:
+            info = self._decode(op)
+            if info is not None:
+                self.visit_comm(op, kind, info)
+                return
+        if name in CONTROL_OPS and self.has_comm(op):
+            self.visit_control(op, name)
+            return
+        c = self.cost(op)
+        if name in CONTROL_OPS:
+            self.folded += 1
+        if c[0] > 0.0:
+            res = self.add_compute(op, name, c, self.deps_of(op.operands))
+        else:
+            res = tuple(self.deps_of(op.operands))
+        vals = self.vals
+        for r in op.results:
+            vals[r] = res
+
+    def add_compute(self, op, name: str, c: tuple, deps: set) -> tuple:
+        t, flops, nbytes, _ = c
+        if not self.region_mode:
+            node = self._new("comp", f"{name.split('.', 1)[-1]}.{len(self.nodes)}", deps)
+            node.time_ns, node.flops, node.nbytes, node.op_count = t, flops, nbytes, 1
+            return (node.idx,)
+        ch = self.chain
+        if ch is not None:
+            new_comm = (deps & self.comm_idx) - ch.deps
+            if new_comm:
+                ch = None  # a communication point: the op waits for a collective
+        if ch is None:
+            self._chain_count += 1
+            ch = self._new("comp", f"comp.{self._chain_count}", set())
+            self.chain = ch
+        deps.discard(ch.idx)
+        ch.deps |= deps
+        ch.time_ns += t
+        ch.flops += flops
+        ch.nbytes += nbytes
+        ch.op_count += 1
+        return (ch.idx,)
+
+    def _decode(self, op):
+        """CollectiveInfo, or None for an op that does not communicate (a local
+        all_slice, a host transfer, dynamic shapes: warned)."""
+        try:
+            info = self.decode(op, self.num_replicas, self.num_partitions)
+        except Exception as err:  # CollectiveError: a collective that breaks the spec
+            msg = str(err)
+            if msg.startswith("dynamic shapes"):
+                self.warn(op, f"Chakra export: '{op.name}' has dynamic shapes; it is exported as local work")
+                return None
+            where = format_location(op.location, "")
+            raise InputError(f"{where + ': ' if where else ''}'{op.name}': {msg}") from None
+        if getattr(info, "kind", None) == "all_slice" or getattr(info, "host_transfer", False):
+            return None
+        return info
+
+    def visit_comm(self, op, kind: str, info) -> None:
+        deps = self.deps_of(op.operands)
+        c = self.cost(op)
+        if c[0] > 0.0:
+            deps = set(self.add_compute(op, op.name + ".local", c, deps))
+        self.chain = None
+        node = self._new("p2p" if kind in P2P_KINDS else "coll", "", deps)
+        node.comm_kind = getattr(info, "kind", kind) or kind
+        node.comm_bytes = int(getattr(info, "comm_bytes", 0) or 0)
+        groups = getattr(info, "groups", None)
+        node.groups = [list(g) for g in groups] if groups else []
+        pairs = getattr(info, "pairs", None)
+        node.pairs = [tuple(p) for p in pairs] if pairs else []
+        node.loc = format_location(op.location, "")
+        node.name = f"{node.comm_kind}.{len(self.comm_idx) + 1}"
+        if node.kind == "p2p":
+            channel = _channel_id(op) if kind in ("send", "recv") else None
+            self.p2p_count += 1
+            node.tag = channel if channel is not None else (1 << 20) + self.p2p_count
+        self.comm_idx.add(node.idx)
+        res = (node.idx,)
+        vals = self.vals
+        for r in op.results:
+            vals[r] = res
+
+    def visit_control(self, op, name: str) -> None:
+        vals = self.vals
+        operand_deps = [vals.get(v, ()) for v in op.operands]
+        if name == "stablehlo.while":
+            trip = self.cost(op)[3]
+            if trip is None:
+                trip = infer_trip_count(op)
+            if trip is None:
+                self.warn(
+                    op,
+                    "Chakra export: cannot infer the trip count of a 'stablehlo.while' that communicates; "
+                    "exporting one iteration",
+                )
+                trip = 1
+            self.unrolled += 1
+            cond, body = op.regions[0].blocks[0], op.regions[1].blocks[0]
+            carried = operand_deps
+            for _ in range(trip):
+                self.bind(cond.arguments, carried)
+                self.walk_block(cond)
+                self.bind(body.arguments, carried)
+                carried = self.walk_block(body)
+            self.bind(op.results, carried)
+            return
+        if name in ("stablehlo.case", "stablehlo.if"):
+            best, best_t = None, -1.0
+            for region in op.regions:
+                t = 0.0
+                for block in region.blocks:
+                    for inner in block.operations:
+                        t += self.cost(inner.operation)[0]
+                if t > best_t:
+                    best, best_t = region, t
+            self.warn(op, f"Chakra export: '{name}' contains communication; exporting its most expensive branch")
+            ret: list = []
+            for block in best.blocks:
+                ret = self.walk_block(block)
+            self.bind(op.results, ret)
+            return
+        key = CALL_OPS.get(name)
+        if key is not None:
+            callee = ir.FlatSymbolRefAttr(op.attributes[key]).value
+            fn = self.funcs.get(callee)
+            if fn is None or callee in self._stack:
+                c = self.cost(op)
+                res = self.add_compute(op, name, c, set().union(*operand_deps)) if c[0] > 0 else ()
+                self.bind(op.results, [res] * len(op.results))
+                return
+            self._stack.append(callee)
+            blocks = list(fn.regions[0].blocks)
+            self.bind(blocks[0].arguments, operand_deps)
+            ret: list = []
+            for block in blocks:
+                ret = self.walk_block(block)
+            self._stack.pop()
+            self.bind(op.results, ret)
+            return
+        # manual_computation, named_computation, scan, unknown: each region once
+        # (chlo.scan: `length` times), block arguments bound to the operands.
+        repeat = self.cost(op)[3] if name == "chlo.scan" else None
+        ret = []
+        for _ in range(repeat or 1):
+            for region in op.regions:
+                for block in region.blocks:
+                    self.bind(block.arguments, operand_deps)
+                    ret = self.walk_block(block)
+        self.bind(op.results, ret)
+
+
+def _channel_id(op) -> int | None:
+    if "channel_handle" not in op.attributes:
+        return None
+    text = str(op.attributes["channel_handle"])
+    # #stablehlo.channel_handle<handle = 1, type = 2>
+    import re
+
+    m = re.search(r"handle\s*=\s*(-?\d+)", text)
+    return int(m.group(1)) if m else None
+
+
+def _int_attr(op, name: str, default: int) -> int:
+    if name in op.attributes:
+        try:
+            return int(ir.IntegerAttr(op.attributes[name]).value)
+        except (ValueError, TypeError):
+            return default
+    return default
+
+
+def module_devices(module: ir.Operation) -> tuple[int, int]:
+    """(num_replicas, num_partitions) as extract-collectives reads them: the `mhlo.num_*`
+    attributes, else one replica x the largest Shardy mesh."""
+    r = _int_attr(module, "mhlo.num_replicas", 1)
+    p = _int_attr(module, "mhlo.num_partitions", 1)
+    if "mhlo.num_replicas" not in module.attributes and "mhlo.num_partitions" not in module.attributes:
+        try:
+            from ..collectives import sdy_meshes
+
+            meshes = sdy_meshes(module)
+        except Exception:
+            meshes = {}
+        if meshes:
+            p = max(max(m.size, max(m.device_ids, default=-1) + 1) for m in meshes.values())
+    return r, p
+
+
+def entry_functions(module: ir.Operation) -> list[str]:
+    names = []
+    for op in module.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name != "func.func":
+            continue
+        vis = op.attributes["sym_visibility"] if "sym_visibility" in op.attributes else None
+        if vis is None or ir.StringAttr(vis).value == "public":
+            names.append(ir.StringAttr(op.attributes["sym_name"]).value)
+    return names
+
+
+def summary_total_ns(module: ir.Operation) -> float | None:
+    if SUMMARY_ATTR not in module.attributes:
+        return None
+    d = ir.DictAttr(module.attributes[SUMMARY_ATTR])
+    if "total_time_ns" not in d:
+        return None
+    return ir.FloatAttr(d["total_time_ns"]).value
+
+
+def _default_decoder(module):
+    from ..collectives import decode_collective, sdy_meshes
+
+    meshes = sdy_meshes(module)
+
+    def decode(op, num_replicas, num_partitions):
+        return decode_collective(op, num_replicas, num_partitions, meshes=meshes)
+
+    return decode
+
+
+def build_template(
+    module: ir.Operation,
+    granularity: str = "region",
+    *,
+    decode: Callable | None = None,
+    diags=None,
+) -> TemplateGraph:
+    """The program as one rank-independent graph (collectives carry all their groups)."""
+    if granularity not in ("op", "region"):
+        raise InputError(f"granularity must be 'op' or 'region', got '{granularity}'")
+    if SUMMARY_ATTR not in module.attributes:
+        raise InputError("the module has no costmodel.summary: run --annotate-cost before exporting a Chakra trace")
+    num_replicas, num_partitions = module_devices(module)
+    with module.context:
+        builder = _Builder(
+            module, granularity, num_replicas, num_partitions, decode or _default_decoder(module), diags
+        )
+        builder.run(entry_functions(module))
+    nodes = builder.nodes
+    # Rounding with the error carried forward: node k gets round(S_k) - round(S_{k-1}).
+    cum = 0.0
+    prev_us = 0
+    for n in nodes:
+        if n.kind == "comp":
+            cum += n.time_ns
+            us = math.floor(cum / 1000.0 + 0.5)
+            n.duration_us = us - prev_us
+            prev_us = us
+    return TemplateGraph(
+        nodes=nodes,
+        num_replicas=num_replicas,
+        num_partitions=num_partitions,
+        granularity=granularity,
+        compute_time_ns=cum,
+        unrolled_loops=builder.unrolled,
+        folded_loops=builder.folded,
+        warnings=builder.warnings,
+    )
+
+
+# ---------------------------------------------------------------------------
+# per-rank graphs
+# ---------------------------------------------------------------------------
+
+
+def _attr(node: pb.Node, name: str, **value) -> None:
+    a = node.attr.add()
+    a.name = name
+    for k, v in value.items():
+        setattr(a, k, v)
+
+
+@dataclasses.dataclass
+class RankGraphs:
+    nodes: list[list[pb.Node]]  # per rank
+    comm_groups: dict[str, list[int]]  # pg_name -> ranks
+    comm_time_ns: list[float]  # per rank: our model's time of its communication ops
+    node_counts: list[dict[str, int]]
+    compute_us: list[int]
+
+
+def _group_full(group, n: int) -> bool:
+    return len(group) == n and sorted(group) == list(range(n))
+
+
+def instantiate(
+    template: TemplateGraph, num_ranks: int, comm_time: Callable, *, active_ranks: int | None = None
+) -> RankGraphs:
+    """Per-rank node lists. `comm_time(kind, comm_bytes, group) -> ns` prices communication.
+    Ranks from `active_ranks` on (the system is bigger than the program) get no nodes."""
+    if active_ranks is None:
+        active_ranks = num_ranks
+    tnodes = template.nodes
+    group_ids: dict[tuple, str] = {}
+    membership: dict[int, dict[int, list[int]]] = {}
+    for tn in tnodes:
+        if tn.kind == "coll":
+            m: dict[int, list[int]] = {}
+            for g in tn.groups or ():
+                for r in g:
+                    m[r] = g
+            membership[tn.idx] = m
+            for g in tn.groups or ():
+                bad = [r for r in g if not 0 <= r < num_ranks]
+                if bad:
+                    raise InputError(
+                        f"{tn.comm_kind} at {tn.loc or 'an unknown location'} names device {bad[0]} "
+                        f"but the trace has {num_ranks} ranks"
+                    )
+                if len(g) > 1 and not _group_full(g, num_ranks) and tuple(g) not in group_ids:
+                    group_ids[tuple(g)] = str(len(group_ids) + 1)
+    comm_cache: dict = {}
+
+    def priced(kind, size, group):
+        key = (kind, size, tuple(group))
+        t = comm_cache.get(key)
+        if t is None:
+            t = float(comm_time(kind, size, list(group)))
+            comm_cache[key] = t
+        return t
+
+    all_nodes: list[list[pb.Node]] = []
+    comm_totals: list[float] = []
+    counts: list[dict[str, int]] = []
+    compute_us: list[int] = []
+    COMP, COLL, SEND, RECV = pb.COMP_NODE, pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE
+    for rank in range(num_ranks):
+        idmap: list = [()] * len(tnodes)
+        out: list[pb.Node] = []
+        last_comp = last_comm = None
+        comm_ns = 0.0
+        us_sum = 0
+        c = {"COMP_NODE": 0, "COMM_COLL_NODE": 0, "COMM_SEND_NODE": 0, "COMM_RECV_NODE": 0}
+        if rank >= active_ranks:
+            all_nodes.append(out)
+            comm_totals.append(0.0)
+            counts.append(c)
+            compute_us.append(0)
+            continue
+
+        def resolve(deps):
+            s = set()
+            for d in deps:
+                s.update(idmap[d])
+            return sorted(s)
+
+        for tn in tnodes:
+            deps = resolve(tn.deps)
+            if tn.kind == "comp":
+                n = pb.Node(id=len(out), name=tn.name, type=COMP, duration_micros=tn.duration_us)
+                n.data_deps.extend(deps)
+                if last_comp is not None and last_comp not in deps:
+                    n.ctrl_deps.append(last_comp)
+                _attr(n, "is_cpu_op", bool_val=False)
+                _attr(n, "num_ops", int64_val=max(1, tn.flops))
+                _attr(n, "tensor_size", int64_val=max(1, tn.nbytes))
+                _attr(n, "op_count", int64_val=tn.op_count)
+                last_comp = n.id
+                out.append(n)
+                idmap[tn.idx] = (n.id,)
+                us_sum += tn.duration_us
+                c["COMP_NODE"] += 1
+                continue
+            created: list[pb.Node] = []
+            if tn.kind == "coll":
+                g = membership[tn.idx].get(rank)
+                if g is None or len(g) < 2:
+                    idmap[tn.idx] = tuple(deps)
+                    continue
+                n = pb.Node(id=len(out), name=tn.name, type=COLL)
+                t_ns = priced(tn.comm_kind, tn.comm_bytes, g)
+                comm_ns += t_ns
+                if tn.comm_kind == "collective_broadcast":
+                    n.duration_micros = math.floor(t_ns / 1000.0 + 0.5)
+                _attr(n, "is_cpu_op", bool_val=False)
+                _attr(n, "comm_type", int64_val=COMM_TYPE_OF_KIND[tn.comm_kind])
+                _attr(n, "comm_size", int64_val=tn.comm_bytes)
+                if not _group_full(g, num_ranks):
+                    _attr(n, "pg_name", string_val=group_ids[tuple(g)])
+                created.append(n)
+            else:
+                pairs = tn.pairs or []
+                sends = [p for p in pairs if p[0] == rank and p[0] != p[1]] if tn.comm_kind != "recv" else []
+                recvs = [p for p in pairs if p[1] == rank and p[0] != p[1]] if tn.comm_kind != "send" else []
+                for src, dst in sends:
+                    n = pb.Node(id=len(out) + len(created), name=f"{tn.name}.send", type=SEND)
+                    _attr(n, "is_cpu_op", bool_val=False)
+                    _attr(n, "comm_src", int64_val=src)
+                    _attr(n, "comm_dst", int64_val=dst)
+                    _attr(n, "comm_size", int64_val=tn.comm_bytes)
+                    _attr(n, "comm_tag", int64_val=tn.tag)
+                    comm_ns += priced("send", tn.comm_bytes, (src, dst))
+                    created.append(n)
+                for src, dst in recvs:
+                    n = pb.Node(id=len(out) + len(created), name=f"{tn.name}.recv", type=RECV)
+                    _attr(n, "is_cpu_op", bool_val=False)
+                    _attr(n, "comm_src", int64_val=src)
+                    _attr(n, "comm_dst", int64_val=dst)
+                    _attr(n, "comm_size", int64_val=tn.comm_bytes)
+                    _attr(n, "comm_tag", int64_val=tn.tag)
+                    created.append(n)
+                if not created:
+                    idmap[tn.idx] = tuple(deps)
+                    continue
+            for n in created:
+                n.data_deps.extend(deps)
+                if last_comm is not None and last_comm not in deps:
+                    n.ctrl_deps.append(last_comm)
+                last_comm = n.id
+                out.append(n)
+                c[NODE_TYPE_NAMES[n.type]] += 1
+            idmap[tn.idx] = tuple(n.id for n in created)
+        all_nodes.append(out)
+        comm_totals.append(comm_ns)
+        counts.append(c)
+        compute_us.append(us_sum)
+    groups = {gid: list(g) for g, gid in group_ids.items()}
+    return RankGraphs(all_nodes, groups, comm_totals, counts, compute_us)
+
+
+# ---------------------------------------------------------------------------
+# the trace directory
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class ExportResult:
+    directory: str
+    num_ranks: int
+    manifest: dict
+    template: TemplateGraph
+    graphs: RankGraphs
+
+
+def _system_texts(system) -> dict[str, str]:
+    from .. import systems as systems_mod
+
+    def text(value, kind):
+        if isinstance(value, (bytes, bytearray)):
+            return value.decode("utf-8")
+        if isinstance(value, str):
+            return value
+        if kind == "json":
+            return json.dumps(value, indent=2) + "\n"
+        raise TypeError(f"unexpected {type(value).__name__}")
+
+    return {
+        NETWORK_FILE: text(systems_mod.to_network_yml(system), "yml"),
+        SYSTEM_FILE: text(systems_mod.to_system_json(system), "json"),
+        REMOTE_MEMORY_FILE: text(systems_mod.to_remote_memory_json(system), "json"),
+    }
+
+
+def _system_comm_time(system) -> Callable:
+    from ..commmodel import collective_time_ns
+
+    def comm_time(kind, size, group):
+        t, _algorithm = collective_time_ns(system, kind, size, group)
+        return t
+
+    return comm_time
+
+
+def system_summary(system) -> dict:
+    out = {
+        "name": getattr(system, "name", None),
+        "hardware": getattr(system, "hardware", None),
+        "num_npus": getattr(system, "num_npus", None),
+    }
+    source = getattr(system, "source", None) or getattr(system, "path", None)
+    if source:
+        out["source"] = str(source)
+    dims = getattr(system, "dims", None)
+    if dims is not None:
+        out["dims"] = [dataclasses.asdict(d) if dataclasses.is_dataclass(d) else dict(d) for d in dims]
+    return out
+
+
+def astra_sim_args(prefix: str, with_groups: bool) -> list[str]:
+    args = [
+        f"--workload-configuration={prefix}",
+        f"--system-configuration={SYSTEM_FILE}",
+        f"--network-configuration={NETWORK_FILE}",
+        f"--remote-memory-configuration={REMOTE_MEMORY_FILE}",
+    ]
+    if with_groups:
+        args.append(f"--comm-group-configuration={COMM_GROUP_FILE}")
+    return args
+
+
+def is_our_trace_dir(path: str) -> bool:
+    try:
+        with open(os.path.join(path, MANIFEST)) as fh:
+            return json.load(fh).get("generator") == GENERATOR
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def write_trace_dir(directory: str, files: dict[str, bytes]) -> None:
+    """Write all `files` into `directory` at once: staged in a sibling temp dir, then
+    renamed into place. An existing directory is replaced only when it is empty or one
+    of our trace directories."""
+    directory = os.path.abspath(directory)
+    parent = os.path.dirname(directory)
+    base = os.path.basename(directory)
+    if os.path.exists(directory):
+        if not os.path.isdir(directory):
+            raise InputError(f"Chakra output '{directory}' exists and is not a directory")
+        if os.listdir(directory) and not is_our_trace_dir(directory):
+            raise InputError(
+                f"Chakra output directory '{directory}' exists and is not a trace directory written by "
+                "stablehlo-costmodel; remove it or choose another chakra-dir"
+            )
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"cannot create '{parent}': {err.strerror}") from None
+    tag = f"{os.getpid()}.{time.monotonic_ns()}"
+    tmp = os.path.join(parent, f".{base}.tmp{tag}")
+    old = os.path.join(parent, f".{base}.old{tag}")
+    try:
+        os.mkdir(tmp)
+        for name, data in files.items():
+            with open(os.path.join(tmp, name), "wb") as fh:
+                fh.write(data)
+        if os.path.exists(directory):
+            os.rename(directory, old)
+        os.rename(tmp, directory)
+    except OSError as err:
+        raise InputError(f"cannot write the Chakra trace to '{directory}': {err.strerror or err}") from None
+    finally:
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
+        if os.path.exists(old):
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def export_module(
+    module: ir.Operation,
+    system,
+    directory: str,
+    *,
+    prefix: str = "trace",
+    granularity: str = "region",
+    diags=None,
+    decode: Callable | None = None,
+    comm_time: Callable | None = None,
+    system_files: dict[str, str] | None = None,
+    source: str | None = None,
+) -> ExportResult:
+    """Build and write the trace directory for `module` on `system`."""
+    _check_prefix(prefix)
+    template = build_template(module, granularity, decode=decode, diags=diags)
+    devices = template.num_devices
+    npus = getattr(system, "num_npus", None) if system is not None else None
+    if npus is None:
+        num_ranks = devices
+    elif devices > npus:
+        raise InputError(
+            f"the program runs on {devices} devices (num_replicas {template.num_replicas} x num_partitions "
+            f"{template.num_partitions}) but system '{getattr(system, 'name', '?')}' has {npus} NPUs"
+        )
+    else:
+        num_ranks = npus
+    if devices < num_ranks:
+        template.warnings.append(
+            f"the program runs on {devices} device(s) and the system has {num_ranks} NPUs: "
+            f"ranks {devices}..{num_ranks - 1} are idle (empty graphs)"
+        )
+    if comm_time is None:
+        comm_time = _system_comm_time(system)
+    graphs = instantiate(template, num_ranks, comm_time, active_ranks=devices)
+    if system_files is None:
+        system_files = _system_texts(system)
+    total_ns = summary_total_ns(module)
+    files: dict[str, bytes] = {}
+    ranks_meta = []
+    for rank, nodes in enumerate(graphs.nodes):
+        meta = make_metadata({"generator": GENERATOR, "rank": rank, "num_ranks": num_ranks})
+        name = f"{prefix}.{rank}.et"
+        files[name] = encode_trace(meta, nodes)
+        ranks_meta.append(
+            {
+                "rank": rank,
+                "file": name,
+                "nodes": len(nodes),
+                "node_counts": graphs.node_counts[rank],
+                "compute_duration_us": graphs.compute_us[rank],
+                "comm_time_ns": graphs.comm_time_ns[rank],
+            }
+        )
+    files[COMM_GROUP_FILE] = (json.dumps(graphs.comm_groups, indent=2) + "\n").encode()
+    for name, text in system_files.items():
+        files[name] = text.encode("utf-8")
+    totals: dict[str, int] = {}
+    for c in graphs.node_counts:
+        for k, v in c.items():
+            totals[k] = totals.get(k, 0) + v
+    args = astra_sim_args(prefix, bool(graphs.comm_groups))
+    abs_dir = os.path.abspath(directory)
+    manifest = {
+        "generator": GENERATOR,
+        "chakra_version": CHAKRA_VERSION,
+        "source": source,
+        "prefix": prefix,
+        "ranks": num_ranks,
+        "files": [r["file"] for r in ranks_meta],
+        "granularity": granularity,
+        "loops": {
+            "with_communication": "unrolled by trip count",
+            "without_communication": "folded into one compute op with the total cost",
+            "unrolled": template.unrolled_loops,
+            "folded_control_ops": template.folded_loops,
+        },
+        "system": system_summary(system) if system is not None else None,
+        "num_replicas": template.num_replicas,
+        "num_partitions": template.num_partitions,
+        "node_counts": totals,
+        "per_rank": ranks_meta,
+        "comm_groups": graphs.comm_groups,
+        "predicted": {
+            "compute_time_ns": template.compute_time_ns,
+            "module_total_time_ns": total_ns,
+            "compute_duration_us": max(graphs.compute_us) if graphs.compute_us else 0,
+            "comm_time_ns_max": max(graphs.comm_time_ns) if graphs.comm_time_ns else 0.0,
+            "comm_time_ns_sum_over_ranks": sum(graphs.comm_time_ns),
+        },
+        "astra_sim": {
+            "binary": ASTRA_SIM_BINARY,
+            "cwd": abs_dir,
+            "args": args,
+            "command": f"cd {shlex.quote(abs_dir)} && {ASTRA_SIM_BINARY} " + " ".join(args),
+        },
+        "warnings": template.warnings,
+    }
+    files[MANIFEST] = (json.dumps(manifest, indent=2) + "\n").encode()
+    write_trace_dir(directory, files)
+    return ExportResult(abs_dir, num_ranks, manifest, template, graphs)
+
+
+def _check_prefix(prefix: str) -> None:
+    if not prefix or "/" in prefix or os.sep in prefix or prefix in (".", ".."):
+        raise InputError(f"chakra-prefix must be a plain file name prefix, got '{prefix}'")
+
+
+# ---------------------------------------------------------------------------
+# pass entry
+# ---------------------------------------------------------------------------
+
+
+def resolve_output_dir(options: dict, session) -> str:
+    given = options.get("chakra-dir") or ""
+    cwd = getattr(session, "cwd", None) or os.getcwd()
+    if given:
+        path = given if os.path.isabs(given) else os.path.join(cwd, given)
+    else:
+        out = getattr(session, "output_path", None)
+        if out and out != "-":
+            out = out if os.path.isabs(out) else os.path.join(cwd, out)
+            stem = os.path.splitext(os.path.basename(out))[0]
+            path = os.path.join(os.path.dirname(out), f"{stem}.chakra")
+        else:
+            path = os.path.join(cwd, "chakra")
+    chunk = getattr(session, "chunk_index", None)
+    if chunk is not None:
+        path = f"{path.rstrip(os.sep)}.{chunk}"
+    return os.path.normpath(path)
+
+
+def _display(path: str, cwd: str) -> str:
+    try:
+        rel = os.path.relpath(path, cwd)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("..") else path
+
+
+def run_from_pass(module: ir.Operation, system, options: dict, session) -> ExportResult | None:
+    """What `extract-collectives` and `export-chakra` call at their end."""
+    if not options.get("chakra", True):
+        return None
+    if system is None:
+        raise InputError("a Chakra trace needs a system: give system=<preset or .json> (see `costmodel systems list`)")
+    granularity = options.get("granularity") or "region"
+    if granularity not in ("op", "region"):
+        raise InputError(f"option 'granularity' expects 'op' or 'region', got '{granularity}'")
+    prefix = options.get("chakra-prefix") or "trace"
+    directory = resolve_output_dir(options, session)
+    result = export_module(
+        module,
+        system,
+        directory,
+        prefix=prefix,
+        granularity=granularity,
+        diags=session.diagnostics,
+        source=getattr(session, "input_path", None),
+    )
+    cwd = getattr(session, "cwd", None) or os.getcwd()
+    counts = result.manifest["node_counts"]
+    total_nodes = sum(counts.values())
+    session.messages.append(
+        f"chakra: wrote {result.num_ranks} ranks ({total_nodes} nodes, "
+        f"{counts.get('COMM_COLL_NODE', 0) // max(1, result.num_ranks)} collectives per rank) "
+        f"to {_display(result.directory, cwd)}/"
+    )
+    for w in result.manifest["warnings"]:
+        if "idle" in w:
+            session.messages.append(f"chakra: note: {w}")
+    if options.get("simulate"):
+        from ..simulate import simulate_dir
+
+        report = simulate_dir(result.directory, system=system)
+        session.messages.append("simulate: " + report.one_line())
+    return result

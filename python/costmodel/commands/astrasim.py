@@ -1,0 +1,67 @@
+"""`costmodel astra-sim DIR [--binary PATH]`: run ASTRA-sim on a trace directory."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from . import CommandError
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "astra-sim",
+        help="run ASTRA-sim (analytical, congestion-unaware) on a trace directory and report its step time",
+    )
+    p.add_argument("directory", help="trace directory written by extract-collectives / export-chakra")
+    p.add_argument(
+        "--binary",
+        metavar="PATH",
+        help="ASTRA-sim executable (default: $ASTRA_SIM, else AstraSim_Analytical_Congestion_Unaware on PATH)",
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--compare", action="store_true", help="also run the built-in simulator and show both")
+    p.add_argument("--timeout", type=float, default=None, metavar="S", help="give up after S seconds")
+    p.set_defaults(func=_run)
+
+
+def _fmt(ns) -> str:
+    from ..simulate import _fmt_ns
+
+    return "-" if ns is None else _fmt_ns(ns)
+
+
+def _run(args) -> int:
+    from ..astrasim import AstraSimError, run_astra_sim
+
+    try:
+        result = run_astra_sim(args.directory, args.binary, timeout_s=args.timeout)
+    except AstraSimError as err:
+        raise CommandError(str(err)) from None
+    ours = None
+    if args.compare:
+        from ..simulate import SimulationError, simulate_dir
+
+        try:
+            ours = simulate_dir(args.directory)
+        except SimulationError as err:
+            raise CommandError(str(err)) from None
+    if args.json:
+        doc = result.to_dict()
+        if ours is not None:
+            doc["builtin"] = ours.to_dict()
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return 0
+    sys.stdout.write(f"ASTRA-sim step time: {_fmt(result.step_time_ns)}\n\n")
+    header = f"{'rank':>4}  {'finish':>14}  {'exposed comm':>14}"
+    if ours is not None:
+        header += f"  {'built-in finish':>16}  {'difference':>10}"
+    sys.stdout.write(header + "\n")
+    for r in sorted(result.cycles):
+        line = f"{r:>4}  {_fmt(result.cycles[r]):>14}  {_fmt(result.exposed.get(r)):>14}"
+        if ours is not None and r < len(ours.ranks):
+            mine = ours.ranks[r].finish_ns
+            diff = (mine - result.cycles[r]) / result.cycles[r] * 100 if result.cycles[r] else 0.0
+            line += f"  {_fmt(mine):>16}  {diff:>+9.2f}%"
+        sys.stdout.write(line + "\n")
+    return 0

@@ -1,0 +1,59 @@
+"""`costmodel simulate DIR [--json] [--trace trace.json]`: the built-in step-time simulator."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from . import CommandError
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "simulate",
+        help="simulate a Chakra trace directory (ASTRA-sim's analytical semantics) and print the step time",
+    )
+    p.add_argument("directory", help="trace directory written by extract-collectives / export-chakra")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace (open it in ui.perfetto.dev)")
+    p.add_argument(
+        "--system",
+        metavar="NAME|PATH",
+        help="price communication on this system instead of the one the trace was written for",
+    )
+    p.set_defaults(func=_run)
+
+
+def _run(args) -> int:
+    from ..hardware import SpecError
+    from ..ir import write_atomically
+    from ..simulate import SimulationError, simulate_dir
+
+    system = None
+    if args.system:
+        from ..systems import load_system
+
+        try:
+            system = load_system(args.system)
+        except SpecError as err:
+            raise CommandError(str(err)) from None
+    try:
+        report = simulate_dir(args.directory, system=system, record=bool(args.trace))
+    except SimulationError as err:
+        raise CommandError(str(err)) from None
+    except SpecError as err:
+        raise CommandError(str(err)) from None
+    if args.trace:
+        from ..perfetto import chrome_trace_bytes
+
+        try:
+            write_atomically(args.trace, chrome_trace_bytes(report.records, len(report.ranks)))
+        except OSError as err:
+            raise CommandError(f"cannot write {args.trace}: {err.strerror}") from None
+    if args.json:
+        sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
+    else:
+        sys.stdout.write(report.render() + "\n")
+        if args.trace:
+            sys.stdout.write(f"\ntrace: {args.trace} (open in https://ui.perfetto.dev)\n")
+    return 0

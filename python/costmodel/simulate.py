@@ -1,0 +1,549 @@
+"""Built-in step-time simulator for Chakra trace directories.
+
+Semantics follow ASTRA-sim's workload layer with the analytical congestion-unaware
+network (astra-sim main, 2026-03), so that both give the same answer on the same input:
+
+- Per rank one compute stream and one communication stream. A node is ready when all of
+  its data_deps and ctrl_deps have finished. Whenever a stream is free, the ready node of
+  that stream with the SMALLEST id is issued (ASTRA-sim scans its dependency-free nodes
+  in id order and issues those whose resource is free).
+- COMP nodes take `duration_micros` x 1000 ns; 0 counts as 1 ns. With
+  `roofline-enabled` in system.json they take num_ops / min(local-mem-bw x num_ops /
+  tensor_size, peak-perf) instead (truncated to whole ns).
+- COMM_COLL nodes (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL) of a group are
+  matched across ranks by issue order within the group (`pg_name`; all ranks when it is
+  empty or "0"). A collective starts when the last member issues it and ends, on every
+  member at once, after the time `costmodel.commmodel.collective_time_ns` gives.
+  BROADCAST is replayed from `duration_micros` without synchronisation, as ASTRA-sim does.
+- COMM_SEND occupies the communication stream for the point-to-point time and delivers
+  the message at its end; COMM_RECV does not occupy the stream (ASTRA-sim lets receives
+  through) and finishes when it has been posted and the matching message (same src, dst,
+  tag and size, in order) has arrived.
+- A rank finishes when its last node finishes. Exposed communication is finish time minus
+  the rank's total COMP time (ASTRA-sim's "exposed communication" figure).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import heapq
+import json
+import os
+import re
+from typing import Callable
+
+from .chakra import et_def_pb2 as pb
+from .chakra.io import TraceFormatError, attr_int, attr_value, read_trace
+
+__all__ = [
+    "SimNode",
+    "RankResult",
+    "SimReport",
+    "SimulationError",
+    "load_trace_dir",
+    "simulate",
+    "simulate_dir",
+    "system_for_dir",
+]
+
+COMP, COLL, SEND, RECV = pb.COMP_NODE, pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE
+KIND_OF_COMM_TYPE = {
+    pb.ALL_REDUCE: "all_reduce",
+    pb.ALL_GATHER: "all_gather",
+    pb.REDUCE_SCATTER: "reduce_scatter",
+    pb.ALL_TO_ALL: "all_to_all",
+    pb.BROADCAST: "collective_broadcast",
+}
+
+
+class SimulationError(Exception):
+    """A trace that cannot be simulated (one line)."""
+
+
+@dataclasses.dataclass(slots=True)
+class SimNode:
+    id: int
+    type: int
+    name: str
+    deps: list
+    duration_ns: int = 1
+    comm_kind: str = ""
+    comm_size: int = 0
+    group: tuple = ()
+    src: int = -1
+    dst: int = -1
+    tag: int = 0
+
+
+@dataclasses.dataclass
+class TraceDir:
+    directory: str
+    prefix: str
+    ranks: list[list[SimNode]]
+    groups: dict[str, list[int]]
+    manifest: dict | None
+    system_json: dict | None
+
+
+@dataclasses.dataclass
+class RankResult:
+    rank: int
+    finish_ns: int
+    compute_ns: int
+    exposed_comm_ns: int
+    comm_busy_ns: int
+    nodes: int
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class SimReport:
+    step_time_ns: int
+    ranks: list[RankResult]
+    collectives: int
+    p2p_messages: int
+    records: list | None = None  # (rank, track, name, start_ns, end_ns, args)
+    directory: str | None = None
+
+    @property
+    def compute_time_ns(self) -> int:
+        return max((r.compute_ns for r in self.ranks), default=0)
+
+    @property
+    def exposed_comm_ns(self) -> int:
+        """Exposed communication of the slowest rank."""
+        slow = max(self.ranks, key=lambda r: r.finish_ns, default=None)
+        return slow.exposed_comm_ns if slow else 0
+
+    def one_line(self) -> str:
+        return (
+            f"step time {_fmt_ns(self.step_time_ns)} (compute {_fmt_ns(self.compute_time_ns)}, "
+            f"exposed communication {_fmt_ns(self.exposed_comm_ns)}) over {len(self.ranks)} ranks"
+        )
+
+    def to_dict(self) -> dict:
+        return {
+            "directory": self.directory,
+            "step_time_ns": self.step_time_ns,
+            "compute_time_ns": self.compute_time_ns,
+            "exposed_comm_ns": self.exposed_comm_ns,
+            "num_ranks": len(self.ranks),
+            "collectives": self.collectives,
+            "p2p_messages": self.p2p_messages,
+            "ranks": [r.to_dict() for r in self.ranks],
+        }
+
+    def render(self) -> str:
+        lines = [
+            f"step time:              {_fmt_ns(self.step_time_ns)}",
+            f"compute time:           {_fmt_ns(self.compute_time_ns)}",
+            f"exposed communication:  {_fmt_ns(self.exposed_comm_ns)}",
+            f"ranks: {len(self.ranks)}, collectives: {self.collectives}, p2p messages: {self.p2p_messages}",
+            "",
+            f"{'rank':>4}  {'finish':>14}  {'compute':>14}  {'exposed comm':>14}  {'comm busy':>14}  {'nodes':>7}",
+        ]
+        for r in self.ranks:
+            lines.append(
+                f"{r.rank:>4}  {_fmt_ns(r.finish_ns):>14}  {_fmt_ns(r.compute_ns):>14}  "
+                f"{_fmt_ns(r.exposed_comm_ns):>14}  {_fmt_ns(r.comm_busy_ns):>14}  {r.nodes:>7}"
+            )
+        return "\n".join(lines)
+
+
+def _fmt_ns(ns: float) -> str:
+    if ns >= 1e9:
+        return f"{ns / 1e9:.3f} s"
+    if ns >= 1e6:
+        return f"{ns / 1e6:.3f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.3f} us"
+    return f"{int(ns)} ns"
+
+
+# ---------------------------------------------------------------------------
+# loading
+# ---------------------------------------------------------------------------
+
+
+def _find_prefix(directory: str, manifest: dict | None) -> tuple[str, int]:
+    if manifest and manifest.get("prefix") and manifest.get("ranks"):
+        return manifest["prefix"], int(manifest["ranks"])
+    found: dict[str, set[int]] = {}
+    for path in glob.glob(os.path.join(glob.escape(directory), "*.et")):
+        m = re.fullmatch(r"(.+)\.(\d+)\.et", os.path.basename(path))
+        if m:
+            found.setdefault(m.group(1), set()).add(int(m.group(2)))
+    if not found:
+        raise SimulationError(f"{directory}: no <prefix>.<rank>.et files")
+    if len(found) > 1:
+        raise SimulationError(f"{directory}: several trace prefixes ({', '.join(sorted(found))}); keep one")
+    prefix, ranks = next(iter(found.items()))
+    return prefix, max(ranks) + 1
+
+
+def _read_json(path: str) -> dict | None:
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:
+        raise SimulationError(f"{path}: cannot read: {err}") from None
+
+
+def _roofline(system_json: dict | None):
+    if not system_json or not int(system_json.get("roofline-enabled", 0) or 0):
+        return None
+    try:
+        bw = float(system_json["local-mem-bw"]) * 1e9
+        peak = float(system_json["peak-perf"]) * 1e12
+    except (KeyError, TypeError, ValueError):
+        raise SimulationError("system.json enables the roofline but lacks local-mem-bw or peak-perf") from None
+    return bw, peak
+
+
+def convert_nodes(nodes: list, rank: int, num_ranks: int, groups: dict, roofline=None) -> list[SimNode]:
+    out = []
+    everyone = tuple(range(num_ranks))
+    for n in nodes:
+        attrs = {a.name: a for a in n.attr}
+        deps = list(n.data_deps) + [d for d in n.ctrl_deps]
+        s = SimNode(n.id, n.type, n.name, deps)
+        if n.type == COMP:
+            if roofline is not None:
+                num_ops = attr_int(attrs["num_ops"]) if "num_ops" in attrs else None
+                tensor = attr_int(attrs["tensor_size"]) if "tensor_size" in attrs else None
+                if num_ops is None or tensor is None:
+                    raise SimulationError(f"rank {rank} node {n.id}: roofline mode needs num_ops and tensor_size")
+                if tensor == 0:
+                    s.duration_ns = 0  # ASTRA-sim skips such a node
+                else:
+                    perf = min(roofline[0] * (num_ops / tensor), roofline[1])
+                    s.duration_ns = int(num_ops / perf * 1e9) if perf > 0 else 0
+            else:
+                s.duration_ns = n.duration_micros * 1000 if n.duration_micros else 1
+        elif n.type in (COLL, SEND, RECV):
+            size = attr_int(attrs["comm_size"]) if "comm_size" in attrs else None
+            if size is None:
+                raise SimulationError(f"rank {rank} node {n.id} ({n.name}): communication node without comm_size")
+            s.comm_size = size
+            if n.type == COLL:
+                ct = attr_int(attrs["comm_type"]) if "comm_type" in attrs else 0
+                kind = KIND_OF_COMM_TYPE.get(ct)
+                if kind is None:
+                    name = pb.CollectiveCommType.Name(ct) if ct in pb.CollectiveCommType.values() else str(ct)
+                    raise SimulationError(
+                        f"rank {rank} node {n.id}: collective type {name} is not simulated (ASTRA-sim stops on it too)"
+                    )
+                s.comm_kind = kind
+                pg = attr_value(attrs["pg_name"]) if "pg_name" in attrs else ""
+                pg = "" if pg is None else str(pg)
+                if pg in ("", "0"):
+                    s.group = everyone
+                else:
+                    if pg not in groups:
+                        raise SimulationError(f"rank {rank} node {n.id}: communicator group '{pg}' not in comm_group.json")
+                    s.group = tuple(groups[pg])
+                if kind == "collective_broadcast":
+                    s.duration_ns = n.duration_micros * 1000 if n.duration_micros else 1
+            else:
+                s.src = attr_int(attrs["comm_src"]) if "comm_src" in attrs else rank
+                s.dst = attr_int(attrs["comm_dst"]) if "comm_dst" in attrs else rank
+                s.tag = attr_int(attrs["comm_tag"]) if "comm_tag" in attrs else 0
+        else:
+            s.duration_ns = 0  # metadata / invalid / memory nodes: skipped
+        out.append(s)
+    return out
+
+
+def load_trace_dir(directory: str) -> TraceDir:
+    if not os.path.isdir(directory):
+        raise SimulationError(f"{directory}: not a directory")
+    manifest = _read_json(os.path.join(directory, "manifest.json"))
+    prefix, num_ranks = _find_prefix(directory, manifest)
+    groups_raw = _read_json(os.path.join(directory, "comm_group.json")) or {}
+    groups = {str(k): [int(r) for r in v] for k, v in groups_raw.items()}
+    system_json = _read_json(os.path.join(directory, "system.json"))
+    roofline = _roofline(system_json)
+    ranks = []
+    for rank in range(num_ranks):
+        path = os.path.join(directory, f"{prefix}.{rank}.et")
+        if not os.path.exists(path):
+            raise SimulationError(f"{path}: missing (the trace has {num_ranks} ranks)")
+        try:
+            _meta, nodes = read_trace(path)
+        except TraceFormatError as err:
+            raise SimulationError(str(err)) from None
+        ranks.append(convert_nodes(nodes, rank, num_ranks, groups, roofline))
+    return TraceDir(directory, prefix, ranks, groups, manifest, system_json)
+
+
+def system_for_dir(trace: TraceDir):
+    """The SystemSpec a trace directory was written for (manifest, else network.yml)."""
+    from . import systems
+
+    info = (trace.manifest or {}).get("system") or {}
+    for key in ("source", "name"):
+        ref = info.get(key)
+        if ref:
+            try:
+                return systems.load_system(ref)
+            except Exception:  # a preset renamed, a file moved: fall back to network.yml
+                pass
+    loader = getattr(systems, "from_network_yml", None) or getattr(systems, "load_network_yml", None)
+    net = os.path.join(trace.directory, "network.yml")
+    if loader is not None and os.path.exists(net):
+        return loader(net)
+    raise SimulationError(
+        f"{trace.directory}: cannot tell which system the trace is for (no usable manifest.json system entry)"
+    )
+
+
+def comm_time_for_system(system) -> Callable:
+    from .commmodel import collective_time_ns
+
+    cache: dict = {}
+
+    def comm_time(kind: str, size: int, group) -> float:
+        key = (kind, size, tuple(group))
+        t = cache.get(key)
+        if t is None:
+            t = collective_time_ns(system, kind, size, list(group))[0]
+            cache[key] = t
+        return t
+
+    return comm_time
+
+
+# ---------------------------------------------------------------------------
+# the event loop
+# ---------------------------------------------------------------------------
+
+
+class _RankState:
+    __slots__ = (
+        "rank",
+        "nodes",
+        "pending",
+        "children",
+        "ready_comp",
+        "ready_comm",
+        "comp_busy",
+        "comm_busy",
+        "done",
+        "finish",
+        "compute",
+        "comm_busy_ns",
+        "coll_seq",
+        "waiting",
+    )
+
+    def __init__(self, rank: int, nodes: list[SimNode]):
+        self.rank = rank
+        self.nodes = {n.id: n for n in nodes}
+        if len(self.nodes) != len(nodes):
+            raise SimulationError(f"rank {rank}: duplicate node ids")
+        self.pending = {}
+        self.children: dict[int, list[int]] = {}
+        self.ready_comp: list[int] = []
+        self.ready_comm: list[int] = []
+        self.comp_busy = False
+        self.comm_busy = False
+        self.done = 0
+        self.finish = 0
+        self.compute = 0
+        self.comm_busy_ns = 0
+        self.coll_seq: dict[tuple, int] = {}
+        self.waiting: dict[int, str] = {}
+        for n in nodes:
+            deps = set(n.deps)
+            for d in deps:
+                if d not in self.nodes:
+                    raise SimulationError(f"rank {rank} node {n.id} depends on node {d}, which is not in the file")
+                self.children.setdefault(d, []).append(n.id)
+            self.pending[n.id] = len(deps)
+
+
+def simulate(
+    ranks: list[list[SimNode]],
+    comm_time: Callable,
+    *,
+    record: bool = False,
+) -> SimReport:
+    """Run the per-rank graphs; `comm_time(kind, size, group) -> ns` prices communication."""
+    num_ranks = len(ranks)
+    states = [_RankState(r, nodes) for r, nodes in enumerate(ranks)]
+    events: list = []  # (time, seq, callback tag, args)
+    seq = 0
+    records: list | None = [] if record else None
+    collectives: dict[tuple, dict] = {}  # (group, index) -> {rank: issue time}
+    coll_count = 0
+    p2p_count = 0
+    messages: dict[tuple, list] = {}  # (src, dst, tag, size) -> [arrival times] not yet received
+    posted: dict[tuple, list] = {}  # (src, dst, tag, size) -> [(rank, node id, post time)]
+
+    def push(t, kind, *args):
+        nonlocal seq
+        seq += 1
+        heapq.heappush(events, (t, seq, kind, args))
+
+    def finish_node(st: _RankState, node: SimNode, t: int):
+        st.done += 1
+        if t > st.finish:
+            st.finish = t
+        for c in st.children.get(node.id, ()):
+            st.pending[c] -= 1
+            if st.pending[c] == 0:
+                make_ready(st, st.nodes[c], t)
+
+    def make_ready(st: _RankState, node: SimNode, t: int):
+        if node.type == COMP:
+            heapq.heappush(st.ready_comp, node.id)
+        elif node.type in (COLL, SEND):
+            heapq.heappush(st.ready_comm, node.id)
+        elif node.type == RECV:
+            post_recv(st, node, t)
+        else:
+            push(t, "done", st.rank, node.id, t)  # skipped node types finish at once
+
+    def post_recv(st: _RankState, node: SimNode, t: int):
+        key = (node.src, st.rank, node.tag, node.comm_size)
+        queue = messages.get(key)
+        if queue:
+            arrival = queue.pop(0)
+            end = max(t, arrival)
+            if records is not None:
+                records.append((st.rank, "recv", node.name, t, end, {"src": node.src, "bytes": node.comm_size}))
+            push(end, "done", st.rank, node.id, t)
+        else:
+            posted.setdefault(key, []).append((st.rank, node.id, t))
+            st.waiting[node.id] = f"recv from rank {node.src} (tag {node.tag}, {node.comm_size} bytes)"
+
+    def issue(st: _RankState, t: int):
+        nonlocal coll_count, p2p_count
+        if not st.comp_busy and st.ready_comp:
+            nid = heapq.heappop(st.ready_comp)
+            node = st.nodes[nid]
+            st.comp_busy = True
+            st.compute += node.duration_ns
+            if records is not None:
+                records.append((st.rank, "compute", node.name, t, t + node.duration_ns, None))
+            push(t + node.duration_ns, "comp_done", st.rank, nid, t)
+        if not st.comm_busy and st.ready_comm:
+            nid = heapq.heappop(st.ready_comm)
+            node = st.nodes[nid]
+            st.comm_busy = True
+            if node.type == SEND:
+                p2p_count += 1
+                dur = int(round(comm_time("send", node.comm_size, (st.rank, node.dst))))
+                arrival = t + dur
+                key = (st.rank, node.dst, node.tag, node.comm_size)
+                waiting = posted.get(key)
+                if waiting:
+                    r, rid, t_post = waiting.pop(0)
+                    peer = states[r]
+                    peer.waiting.pop(rid, None)
+                    if records is not None:
+                        peer_node = peer.nodes[rid]
+                        records.append((r, "recv", peer_node.name, t_post, arrival, {"src": st.rank, "bytes": node.comm_size}))
+                    push(arrival, "done", r, rid, t_post)
+                else:
+                    messages.setdefault(key, []).append(arrival)
+                if records is not None:
+                    records.append((st.rank, "comm", node.name, t, arrival, {"dst": node.dst, "bytes": node.comm_size}))
+                push(arrival, "comm_done", st.rank, nid, t)
+            elif node.comm_kind == "collective_broadcast":
+                coll_count += 1
+                if records is not None:
+                    records.append((st.rank, "comm", node.name, t, t + node.duration_ns, {"bytes": node.comm_size}))
+                push(t + node.duration_ns, "comm_done", st.rank, nid, t)
+            else:
+                group = node.group
+                if st.rank not in group:
+                    raise SimulationError(f"rank {st.rank} node {nid}: rank is not a member of its collective's group")
+                k = st.coll_seq.get(group, 0)
+                st.coll_seq[group] = k + 1
+                inst = collectives.setdefault((group, k), {"arrivals": {}, "nodes": {}, "desc": None})
+                desc = (node.comm_kind, node.comm_size)
+                if inst["desc"] is None:
+                    inst["desc"] = desc
+                elif inst["desc"] != desc:
+                    raise SimulationError(
+                        f"collective #{k} of group {list(group)}: rank {st.rank} issues {desc[0]} of {desc[1]} bytes "
+                        f"but another member issued {inst['desc'][0]} of {inst['desc'][1]} bytes"
+                    )
+                inst["arrivals"][st.rank] = t
+                inst["nodes"][st.rank] = nid
+                st.waiting[nid] = f"{node.comm_kind} #{k} of group {list(group)}"
+                if len(inst["arrivals"]) == len(group):
+                    coll_count += 1
+                    start = max(inst["arrivals"].values())
+                    dur = int(round(comm_time(node.comm_kind, node.comm_size, group)))
+                    for r, rid in inst["nodes"].items():
+                        states[r].waiting.pop(rid, None)
+                        if records is not None:
+                            rn = states[r].nodes[rid]
+                            records.append(
+                                (r, "comm", rn.name, inst["arrivals"][r], start + dur,
+                                 {"bytes": rn.comm_size, "group": list(group), "wait_ns": start - inst["arrivals"][r]})
+                            )
+                        push(start + dur, "comm_done", r, rid, inst["arrivals"][r])
+                    del collectives[(group, k)]
+
+    # initial ready sets
+    for st in states:
+        for nid, cnt in st.pending.items():
+            if cnt == 0:
+                make_ready(st, st.nodes[nid], 0)
+    for st in states:
+        issue(st, 0)
+
+    while events:
+        t, _, kind, args = heapq.heappop(events)
+        rank, nid, t_start = args
+        st = states[rank]
+        node = st.nodes[nid]
+        if kind == "comp_done":
+            st.comp_busy = False
+        elif kind == "comm_done":
+            st.comm_busy = False
+            st.comm_busy_ns += t - t_start
+        finish_node(st, node, t)
+        issue(st, t)
+        # a collective completion or a delivered message may unblock several ranks at
+        # the same time; they are handled by their own events.
+
+    stuck = [st for st in states if st.done != len(st.nodes)]
+    if stuck:
+        st = stuck[0]
+        why = next(iter(st.waiting.values()), "a dependency that never finishes")
+        raise SimulationError(
+            f"deadlock: rank {st.rank} finished {st.done} of {len(st.nodes)} nodes; it waits for {why}"
+        )
+    results = [
+        RankResult(
+            rank=st.rank,
+            finish_ns=st.finish,
+            compute_ns=st.compute,
+            exposed_comm_ns=st.finish - st.compute,
+            comm_busy_ns=st.comm_busy_ns,
+            nodes=len(st.nodes),
+        )
+        for st in states
+    ]
+    step = max((r.finish_ns for r in results), default=0)
+    return SimReport(step, results, coll_count, p2p_count, records)
+
+
+def simulate_dir(directory: str, *, system=None, comm_time: Callable | None = None, record: bool = False) -> SimReport:
+    trace = load_trace_dir(directory)
+    if comm_time is None:
+        if system is None:
+            system = system_for_dir(trace)
+        comm_time = comm_time_for_system(system)
+    report = simulate(trace.ranks, comm_time, record=record)
+    report.directory = directory
+    return report

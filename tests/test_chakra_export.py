@@ -1,0 +1,371 @@
+"""Chakra export: graph structure, per-rank files, the trace directory, and the checker
+over real workloads and sharded programs."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from costmodel.chakra import et_def_pb2 as pb
+from costmodel.chakra.check import check_dir
+from costmodel.chakra.export import export_module, resolve_output_dir, run_from_pass
+from costmodel.chakra.io import attr_int, attr_value, read_trace
+from costmodel.ir import InputError
+from costmodel.simulate import simulate_dir
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHARED = os.path.join(os.path.dirname(HERE), "..", "shared", "workloads")
+DATA = os.path.join(HERE, "data")
+
+AR_BODY = """({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %s = stablehlo.add %a, %b : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+    })"""
+
+OVERLAP = f"""
+module attributes {{mhlo.num_replicas = 4 : i32, mhlo.num_partitions = 1 : i32}} {{
+  func.func @main(%x: tensor<512x512xf32>, %w: tensor<512x512xf32>) -> tensor<512x512xf32> {{
+    %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<512x512xf32>, tensor<512x512xf32>) -> tensor<512x512xf32>
+    %1 = "stablehlo.all_reduce"(%0) <{{replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>}}> {AR_BODY} : (tensor<512x512xf32>) -> tensor<512x512xf32>
+    %2 = stablehlo.dot_general %x, %x, contracting_dims = [1] x [0] : (tensor<512x512xf32>, tensor<512x512xf32>) -> tensor<512x512xf32>
+    %3 = stablehlo.add %2, %1 : tensor<512x512xf32>
+    %4 = stablehlo.multiply %3, %3 : tensor<512x512xf32>
+    return %4 : tensor<512x512xf32>
+  }}
+}}
+"""
+
+LOOP = f"""
+module attributes {{mhlo.num_replicas = 4 : i32, mhlo.num_partitions = 1 : i32}} {{
+  func.func @main(%x: tensor<4096xf32>) -> tensor<4096xf32> {{
+    %c0 = stablehlo.constant dense<0> : tensor<i32>
+    %r:2 = stablehlo.while(%i = %c0, %v = %x) : tensor<i32>, tensor<4096xf32>
+     cond {{
+      %c3 = stablehlo.constant dense<3> : tensor<i32>
+      %p = stablehlo.compare LT, %i, %c3 : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    }} do {{
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %n = stablehlo.add %i, %one : tensor<i32>
+      %m = stablehlo.multiply %v, %v : tensor<4096xf32>
+      %a = "stablehlo.all_reduce"(%m) <{{replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>}}> {AR_BODY} : (tensor<4096xf32>) -> tensor<4096xf32>
+      stablehlo.return %n, %a : tensor<i32>, tensor<4096xf32>
+    }}
+    %s:2 = stablehlo.while(%i = %c0, %v = %r#1) : tensor<i32>, tensor<4096xf32>
+     cond {{
+      %c5 = stablehlo.constant dense<5> : tensor<i32>
+      %p = stablehlo.compare LT, %i, %c5 : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    }} do {{
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %n = stablehlo.add %i, %one : tensor<i32>
+      %m = stablehlo.exponential %v : tensor<4096xf32>
+      stablehlo.return %n, %m : tensor<i32>, tensor<4096xf32>
+    }}
+    return %s#1 : tensor<4096xf32>
+  }}
+}}
+"""
+
+GROUPS = """
+module attributes {mhlo.num_replicas = 4 : i32, mhlo.num_partitions = 1 : i32} {
+  func.func @main(%x: tensor<8xf32>) -> tensor<16xf32> {
+    %0 = stablehlo.exponential %x : tensor<8xf32>
+    %1 = "stablehlo.all_gather"(%0) <{all_gather_dim = 0 : i64, replica_groups = dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>}> : (tensor<8xf32>) -> tensor<16xf32>
+    %2 = "stablehlo.collective_permute"(%1) <{source_target_pairs = dense<[[0, 1], [1, 2], [2, 3], [3, 0]]> : tensor<4x2xi64>}> : (tensor<16xf32>) -> tensor<16xf32>
+    %3 = stablehlo.exponential %2 : tensor<16xf32>
+    return %3 : tensor<16xf32>
+  }
+}
+"""
+
+
+def _system(name="a100-40gb-x4"):
+    from costmodel.systems import load_system
+
+    return load_system(name)
+
+
+def _export(annotate, text, tmp_path, granularity="region", system="a100-40gb-x4", name="out"):
+    a = annotate(text, "a100-40gb")
+    res = export_module(a.module, _system(system), str(tmp_path / name), granularity=granularity)
+    return a, res
+
+
+def _nodes(directory, rank=0, prefix="trace"):
+    meta, nodes = read_trace(os.path.join(directory, f"{prefix}.{rank}.et"))
+    assert meta.version
+    return nodes
+
+
+def _attrs(node):
+    return {a.name: a for a in node.attr}
+
+
+def _summary_total(module):
+    from costmodel.chakra.export import summary_total_ns
+
+    return summary_total_ns(module)
+
+
+def test_region_graph_splits_at_communication_points(annotate, tmp_path):
+    a, res = _export(annotate, OVERLAP, tmp_path)
+    assert sorted(os.listdir(res.directory)) == sorted(
+        ["comm_group.json", "manifest.json", "network.yml", "remote_memory.json", "system.json"]
+        + [f"trace.{r}.et" for r in range(4)]
+    )
+    nodes = _nodes(res.directory)
+    kinds = [pb.NodeType.Name(n.type) for n in nodes]
+    # [dot + the all-reduce's local reduction] -> AR; [independent dot]; [add, multiply] after the AR
+    assert kinds == ["COMP_NODE", "COMM_COLL_NODE", "COMP_NODE", "COMP_NODE"]
+    c1, ar, c2, c3 = nodes
+    assert list(ar.data_deps) == [c1.id]
+    assert c2.id not in ar.data_deps and ar.id not in c2.data_deps
+    assert list(c2.ctrl_deps) == [c1.id]  # in-order compute stream
+    assert set(c3.data_deps) == {ar.id, c2.id}
+    at = _attrs(ar)
+    assert attr_int(at["comm_type"]) == pb.ALL_REDUCE
+    assert attr_int(at["comm_size"]) == 512 * 512 * 4
+    assert "pg_name" not in at  # all ranks
+    for n in (c1, c2, c3):
+        ca = _attrs(n)
+        assert ca["is_cpu_op"].WhichOneof("value") == "bool_val" and not ca["is_cpu_op"].bool_val
+        assert attr_int(ca["num_ops"]) >= 1 and attr_int(ca["tensor_size"]) >= 1
+    assert attr_int(_attrs(c1)["op_count"]) == 2
+    assert attr_int(_attrs(c3)["op_count"]) == 2
+    # every rank the same here; durations add up to the annotated total
+    total_us = sum(n.duration_micros for n in nodes)
+    assert abs(total_us * 1000 - _summary_total(a.module)) <= 500
+    for r in range(1, 4):
+        assert _nodes(res.directory, r) == nodes
+    m = json.loads(open(os.path.join(res.directory, "manifest.json")).read())
+    assert m["ranks"] == 4 and m["granularity"] == "region"
+    assert m["node_counts"] == {"COMP_NODE": 12, "COMM_COLL_NODE": 4, "COMM_SEND_NODE": 0, "COMM_RECV_NODE": 0}
+    assert m["astra_sim"]["args"][0] == "--workload-configuration=trace"
+    assert "AstraSim_Analytical_Congestion_Unaware" in m["astra_sim"]["command"]
+    assert m["predicted"]["module_total_time_ns"] == pytest.approx(_summary_total(a.module))
+    assert check_dir(res.directory).violations == []
+
+
+def test_op_granularity(annotate, tmp_path):
+    a, res = _export(annotate, OVERLAP, tmp_path, granularity="op")
+    nodes = _nodes(res.directory)
+    kinds = [pb.NodeType.Name(n.type) for n in nodes]
+    # dot, all_reduce local work, AR, dot, add, multiply
+    assert kinds == ["COMP_NODE"] * 2 + ["COMM_COLL_NODE"] + ["COMP_NODE"] * 3
+    assert abs(sum(n.duration_micros for n in nodes) * 1000 - _summary_total(a.module)) <= 500
+    assert check_dir(res.directory).ok
+    # same timeline as region granularity up to rounding
+    region = simulate_dir(_export(annotate, OVERLAP, tmp_path, name="r")[1].directory)
+    op = simulate_dir(res.directory)
+    assert abs(op.step_time_ns - region.step_time_ns) <= 2000
+
+
+def test_loop_with_communication_is_unrolled_and_without_folded(annotate, tmp_path):
+    a, res = _export(annotate, LOOP, tmp_path)
+    nodes = _nodes(res.directory)
+    colls = [n for n in nodes if n.type == pb.COMM_COLL_NODE]
+    assert len(colls) == 3  # trip count 3
+    for prev, nxt in zip(colls, colls[1:]):
+        assert prev.id in nxt.ctrl_deps or prev.id in nxt.data_deps
+    m = res.manifest
+    assert m["loops"]["unrolled"] == 1 and m["loops"]["folded_control_ops"] == 1
+    total_us = sum(n.duration_micros for n in nodes if n.type == pb.COMP_NODE)
+    assert abs(total_us * 1000 - _summary_total(a.module)) <= 500
+    rep = simulate_dir(res.directory)
+    assert rep.collectives == 3
+    assert check_dir(res.directory).ok
+
+
+def test_groups_and_permutes(annotate, tmp_path):
+    a, res = _export(annotate, GROUPS, tmp_path)
+    groups = json.loads(open(os.path.join(res.directory, "comm_group.json")).read())
+    assert groups == {"1": [0, 1], "2": [2, 3]}
+    assert "--comm-group-configuration=comm_group.json" in res.manifest["astra_sim"]["args"]
+    for rank in range(4):
+        nodes = _nodes(res.directory, rank)
+        coll = [n for n in nodes if n.type == pb.COMM_COLL_NODE]
+        assert len(coll) == 1
+        at = _attrs(coll[0])
+        assert attr_int(at["comm_type"]) == pb.ALL_GATHER
+        assert attr_int(at["comm_size"]) == 32  # the per-rank INPUT shard
+        assert attr_value(at["pg_name"]) == ("1" if rank < 2 else "2")
+        send = [n for n in nodes if n.type == pb.COMM_SEND_NODE]
+        recv = [n for n in nodes if n.type == pb.COMM_RECV_NODE]
+        assert len(send) == len(recv) == 1
+        sa, ra = _attrs(send[0]), _attrs(recv[0])
+        assert (attr_int(sa["comm_src"]), attr_int(sa["comm_dst"])) == (rank, (rank + 1) % 4)
+        assert (attr_int(ra["comm_src"]), attr_int(ra["comm_dst"])) == ((rank - 1) % 4, rank)
+        assert attr_int(sa["comm_size"]) == 64 and attr_int(sa["comm_tag"]) == attr_int(ra["comm_tag"])
+        assert send[0].id < recv[0].id  # sends first: no rank blocks its peer
+        last = nodes[-1]
+        assert last.type == pb.COMP_NODE and recv[0].id in last.data_deps
+    assert check_dir(res.directory).ok
+    rep = simulate_dir(res.directory)
+    assert rep.p2p_messages == 4 and rep.collectives == 2
+
+
+def test_idle_ranks_when_the_system_is_bigger(annotate, tmp_path):
+    _a, res = _export(annotate, OVERLAP, tmp_path, system="dgx-h100")
+    assert res.num_ranks == 8
+    assert len(_nodes(res.directory, 7)) == 0 and len(_nodes(res.directory, 0)) == 4
+    # the all-reduce over ranks 0..3 is a sub-group now
+    assert json.loads(open(os.path.join(res.directory, "comm_group.json")).read()) == {"1": [0, 1, 2, 3]}
+    assert check_dir(res.directory).ok
+    assert any("idle" in w for w in res.manifest["warnings"])
+
+
+def test_too_many_devices_for_the_system(annotate, tmp_path):
+    text = OVERLAP.replace("mhlo.num_replicas = 4", "mhlo.num_replicas = 16").replace(
+        "dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>", "dense<[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]]> : tensor<1x16xi64>"
+    )
+    with pytest.raises(InputError, match="16 devices"):
+        _export(annotate, text, tmp_path)
+
+
+def test_unannotated_module_is_refused(tmp_path):
+    from costmodel.ir import load_module, make_context
+
+    m = load_module(make_context(), OVERLAP, "x")
+    with pytest.raises(InputError, match="annotate-cost"):
+        export_module(m, _system(), str(tmp_path / "o"))
+
+
+def test_directory_replacement_is_safe(annotate, tmp_path):
+    a = annotate(OVERLAP, "a100-40gb")
+    target = tmp_path / "mine"
+    target.mkdir()
+    (target / "notes.txt").write_text("precious")
+    with pytest.raises(InputError, match="not a trace directory"):
+        export_module(a.module, _system(), str(target))
+    assert (target / "notes.txt").read_text() == "precious"
+    out = tmp_path / "trace"
+    export_module(a.module, _system(), str(out), prefix="step")
+    export_module(a.module, _system(), str(out), prefix="step2")  # replaces our own directory whole
+    names = os.listdir(out)
+    assert "step2.0.et" in names and "step.0.et" not in names
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]  # no temp dirs left
+    with pytest.raises(InputError, match="prefix"):
+        export_module(a.module, _system(), str(out), prefix="a/b")
+
+
+class _Session:
+    def __init__(self, cwd, output_path=None):
+        from costmodel.ir import DiagnosticEngine
+
+        self.cwd = str(cwd)
+        self.output_path = output_path
+        self.input_path = None
+        self.chunk_index = None
+        self.messages = []
+        self.diagnostics = DiagnosticEngine()
+
+
+def test_output_directory_rules(tmp_path):
+    s = _Session(tmp_path)
+    assert resolve_output_dir({"chakra-dir": "x/y"}, s) == str(tmp_path / "x" / "y")
+    assert resolve_output_dir({"chakra-dir": "/abs/t"}, s) == "/abs/t"
+    s.output_path = "sub/model.annotated.mlir"
+    assert resolve_output_dir({}, s) == str(tmp_path / "sub" / "model.annotated.chakra")
+    s.output_path = None
+    assert resolve_output_dir({}, s) == str(tmp_path / "chakra")
+    s.chunk_index = 2
+    assert resolve_output_dir({"chakra-dir": "t"}, s) == str(tmp_path / "t.2")
+
+
+def test_run_from_pass_message_and_simulate(annotate, tmp_path):
+    a = annotate(OVERLAP, "a100-40gb")
+    s = _Session(tmp_path)
+    assert run_from_pass(a.module, _system(), {"chakra": False}, s) is None
+    assert not os.path.exists(tmp_path / "chakra")
+    res = run_from_pass(a.module, _system(), {"chakra": True, "chakra-dir": "", "simulate": True}, s)
+    assert res.directory == str(tmp_path / "chakra")
+    assert s.messages[0].startswith("chakra: wrote 4 ranks") and s.messages[0].endswith("to chakra/")
+    assert s.messages[1].startswith("simulate: step time")
+    with pytest.raises(InputError, match="granularity"):
+        run_from_pass(a.module, _system(), {"granularity": "block"}, s)
+
+
+# ---------------------------------------------------------------------------
+# the pipeline, real workloads and sharded programs
+# ---------------------------------------------------------------------------
+
+
+def _opt(args, capsys):
+    from costmodel.driver import main
+
+    rc = main(args)
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    return err
+
+
+def test_pipeline_default_directory_beside_output(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    src = tmp_path / "m.mlir"
+    src.write_text(GROUPS)
+    err = _opt([str(src), "--annotate-cost", "--extract-collectives=system=a100-40gb-x4", "-o", "res/m.out.mlir"], capsys)
+    assert "chakra: wrote 4 ranks" in err and "res/m.out.chakra/" in err
+    assert check_dir(str(tmp_path / "res" / "m.out.chakra")).ok
+
+
+WORKLOADS = sorted(f for f in os.listdir(SHARED) if f.endswith(".mlir")) if os.path.isdir(SHARED) else []
+
+
+@pytest.mark.skipif(not WORKLOADS, reason="../shared/workloads not present")
+@pytest.mark.parametrize("name", WORKLOADS)
+def test_workloads_export_check_simulate(name, annotate, tmp_path):
+    a = annotate(open(os.path.join(SHARED, name)).read(), "a100-40gb")
+    res = export_module(a.module, _system(), str(tmp_path / "t"))
+    report = check_dir(res.directory)
+    assert report.violations == []
+    total = _summary_total(a.module)
+    sim = simulate_dir(res.directory)
+    busy = [r for r in sim.ranks if r.nodes]
+    for r, rr in enumerate(busy):
+        nodes = _nodes(res.directory, rr.rank)
+        us = sum(n.duration_micros for n in nodes if n.type == pb.COMP_NODE)
+        assert abs(us * 1000 - total) <= 1000  # per-rank durations equal the annotated total
+        zero = sum(1 for n in nodes if n.type == pb.COMP_NODE and n.duration_micros == 0)
+        assert rr.compute_ns == us * 1000 + zero  # simulated compute = the durations (0 us -> 1 ns)
+    if name.startswith("resnet_50_train"):
+        assert res.manifest["node_counts"]["COMM_COLL_NODE"] == 4 * 375
+        assert sim.collectives == 375
+        assert sim.step_time_ns > sim.compute_time_ns
+
+
+SHARDED = [
+    ("sharded/dp_mlp.mlir", True),
+    ("sharded/fsdp_mlp.mlir", True),
+    ("sharded/transformer_dp_tp.mlir", True),
+    ("sharded/reshard_permute.mlir", True),
+    ("sharded/reshard_all_to_all.mlir", True),
+    ("sharded/shard_map.mlir", True),
+    ("collectives/sdy_collectives.mlir", False),
+    ("collectives/shard_map_collectives.mlir", False),
+    ("collectives/shard_map_loop_call.mlir", False),
+]
+
+
+@pytest.mark.parametrize("path,propagate", SHARDED, ids=[p for p, _ in SHARDED])
+def test_sharded_programs_on_8_devices(path, propagate, tmp_path, capsys):
+    src = os.path.join(DATA, path)
+    if not os.path.exists(src):
+        pytest.skip(f"{path} not present")
+    out = tmp_path / "t"
+    args = [src] + (["--propagate-shardings"] if propagate else []) + [
+        "--annotate-cost=hardware=h100-sxm",
+        f"--export-chakra=system=dgx-h100 chakra-dir={out}",
+        "-o",
+        str(tmp_path / "o.mlir"),
+    ]
+    _opt(args, capsys)
+    report = check_dir(str(out))
+    assert report.violations == []
+    assert report.ranks == 8
+    assert report.collectives + report.messages > 0
+    sim = simulate_dir(str(out))
+    assert sim.step_time_ns > 0
