@@ -90,7 +90,7 @@ class _Timer:
         best_t, best_alg = 0.0, "none"
         seen: set = set()
         for g in info.groups:
-            if len(g) < 2:
+            if len(set(g)) < 2:  # one device (or a permute pair onto itself): no traffic
                 continue
             key = tuple(g)
             if key in seen:

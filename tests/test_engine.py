@@ -71,3 +71,24 @@ func.func public @main(%a: tensor<4xf32>) -> tensor<4xf32> {
     a = run_annotate(text)
     assert a.totals.transcendentals == 4
     assert a.cost(a.ops("stablehlo.composite")[0])["transcendentals"] == 4
+
+
+def test_async_start_with_inline_region_costs_its_body():
+    a = run_annotate(
+        """module attributes {mhlo.num_replicas = 4 : i32} {
+  func.func public @main(%x: tensor<4xf32>) -> tensor<16xf32> {
+    %0 = "stablehlo.async_start"(%x) ({
+    ^bb0(%y: tensor<4xf32>):
+      %2 = "stablehlo.all_gather"(%y) <{all_gather_dim = 0 : i64, replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>}> : (tensor<4xf32>) -> tensor<16xf32>
+      stablehlo.return %2 : tensor<16xf32>
+    }) : (tensor<4xf32>) -> !stablehlo.future<tensor<16xf32>>
+    %3 = "stablehlo.async_done"(%0) : (!stablehlo.future<tensor<16xf32>>) -> tensor<16xf32>
+    return %3 : tensor<16xf32>
+  }
+}"""
+    )
+    assert a.totals.unsupported == 0
+    (start,) = a.ops("stablehlo.async_start")
+    (gather,) = a.ops("stablehlo.all_gather")
+    assert a.cost(start) == a.cost(gather)  # the region's one op, counted once
+    assert a.cost(start)["bytes_written"] == 16 * 4

@@ -192,3 +192,21 @@ def test_chakra_export_integration(tmp_path):
     assert rc == 0
     names = sorted(os.listdir(out_dir))
     assert [f"trace.{r}.et" for r in range(8)] == [n for n in names if n.endswith(".et")]
+
+
+def test_permute_pair_onto_itself_costs_no_traffic(tmp_path):
+    """A source_target pair [i, i] moves nothing; it must not reach the comm model."""
+    src = tmp_path / "self_pair.mlir"
+    src.write_text(
+        """module attributes {mhlo.num_partitions = 2 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+    %0 = "stablehlo.collective_permute"(%arg0) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, source_target_pairs = dense<[[0, 0], [1, 1]]> : tensor<2x2xi64>}> : (tensor<8xf32>) -> tensor<8xf32>
+    return %0 : tensor<8xf32>
+  }
+}
+"""
+    )
+    rc, text = run_opt(tmp_path, src, "--annotate-cost", "--extract-collectives=system=dgx-h100 chakra=false")
+    assert rc == 0
+    ((_, c),) = collectives_of(load_out(text))
+    assert c["time_ns"] == 0.0

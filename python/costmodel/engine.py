@@ -423,8 +423,8 @@ class CostEngine:
             t.add(body, length)
             self._set_totals_attr(op, t, length)
             return t
-        if name in ("func.call", "stablehlo.composite", "stablehlo.async_start"):
-            key = {"func.call": "callee", "stablehlo.composite": "decomposition"}.get(name, "called_computation")
+        key = {"func.call": "callee", "stablehlo.composite": "decomposition"}.get(name, "called_computation")
+        if name in ("func.call", "stablehlo.composite") or (name == "stablehlo.async_start" and key in op.attributes):
             callee = ir.FlatSymbolRefAttr(op.attributes[key]).value
             ft = self.func_totals(callee)
             if ft is None:
@@ -441,7 +441,8 @@ class CostEngine:
             t.add(ft)
             self._set_totals_attr(op, t)
             return t
-        # sdy.manual_computation, sdy.named_computation: the body once.
+        # sdy.manual_computation, sdy.named_computation, async_start with an inline
+        # region: the body once.
         t = Totals()
         for r in op.regions:
             t.add(self.region_totals(r))
