@@ -42,8 +42,32 @@ def main(argv: list[str] | None = None) -> int:
     except CommandError as err:
         sys.stderr.write(f"{PROG}: error: {err}\n")
         return 1
+    except KeyboardInterrupt:
+        return 130
     except BrokenPipeError:
         return 0
+    except Exception as err:
+        if isinstance(err, _user_error_types()):
+            sys.stderr.write(f"{PROG}: error: {err}\n")
+            return 1
+        raise
+
+
+def _user_error_types() -> tuple[type, ...]:
+    """The library's one-line user-error exceptions, from the modules already loaded
+    (a subcommand that let one escape still reports it as one line, no traceback)."""
+    found: list[type] = []
+    for module, name in (
+        ("costmodel.ir", "InputError"),
+        ("costmodel.hardware", "SpecError"),
+        ("costmodel.backends", "BackendError"),
+        ("costmodel.systems", "SpecError"),
+    ):
+        mod = sys.modules.get(module)
+        cls = getattr(mod, name, None) if mod is not None else None
+        if isinstance(cls, type) and cls not in found:
+            found.append(cls)
+    return tuple(found)
 
 
 if __name__ == "__main__":

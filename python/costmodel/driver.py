@@ -7,6 +7,10 @@ Passes run in command-line order, given either as flags (`--annotate-cost`,
 or as one `--pass-pipeline="builtin.module(canonicalize, annotate-cost{hardware=h100-sxm})"`.
 
 Exit codes: 0 success, 1 bad input or pass failure (diagnostics on stderr), 2 usage.
+
+This module is the command-line hot path: it imports nothing heavy at module level
+(the MLIR bindings come in through `costmodel.ir` only once there is work to do), so
+that `--help` is instant and a whole run stays well under a second.
 """
 
 from __future__ import annotations
@@ -20,18 +24,23 @@ PROG = "stablehlo-opt"
 
 USAGE = f"""usage: {PROG} [options] [input-file|-]
 
-Reads a StableHLO/MLIR module (text, MLIR bytecode, or a StableHLO portable artifact),
-runs the passes given on the command line in order, and prints the result.
+Reads a StableHLO/MLIR module (text, MLIR bytecode, a StableHLO portable artifact or a
+serialized jax.export.Exported), runs the passes given on the command line in order,
+and prints the result.
 
 options:
   -h, --help                 show this help (with our passes and their options)
   -o FILE                    output file (default: stdout); written only on success
   --emit-bytecode            write MLIR bytecode instead of text
   --pass-pipeline=PIPELINE   textual pipeline, e.g. "builtin.module(canonicalize, annotate-cost{{hardware=h100-sxm}})"
-  --split-input-file         process '// -----' separated chunks independently
-  --verify-diagnostics       check 'expected-error/warning/remark' comments against diagnostics
+  --split-input-file[=MARKER]  process '// -----' separated chunks independently
+  --verify-diagnostics[=all|only-expected]
+                             check 'expected-error/warning/remark/note' comments against diagnostics
+  --verify-each[=true|false] verify the IR after each pass (default: true)
   --mlir-print-debuginfo     print locations
   --mlir-print-op-generic    print ops in generic form
+  --mlir-elide-elementsattrs-if-larger=N  print large constants as dense_resource / elided
+  --mlir-disable-threading   run MLIR single-threaded
   --allow-unregistered-dialect  accept ops of unknown dialects
   --list-passes              list our passes and their options
   --version                  print the version
@@ -41,7 +50,7 @@ options:
 
 
 class UsageError(Exception):
-    pass
+    """Bad command line: one line, exit 2."""
 
 
 @dataclass
@@ -49,10 +58,13 @@ class Options:
     input: str = "-"
     output: str | None = None
     emit_bytecode: bool = False
-    split_input_file: bool = False
-    verify_diagnostics: bool = False
+    split_marker: str | None = None  # set by --split-input-file
+    verify_diagnostics: str | None = None  # None | "all" | "only-expected"
+    verify_each: bool = True
     print_debuginfo: bool = False
     print_generic: bool = False
+    elide_limit: int | None = None
+    disable_threading: bool = False
     allow_unregistered: bool = False
     pipeline_text: str | None = None
     pass_flags: list[tuple[str, str | None]] = field(default_factory=list)
@@ -60,13 +72,43 @@ class Options:
     list_passes: bool = False
     show_version: bool = False
 
+    @property
+    def split_input_file(self) -> bool:
+        return self.split_marker is not None
 
-_VALUE_FLAGS = {"-o", "--output", "--pass-pipeline"}
+
+DEFAULT_SPLIT_MARKER = "// -----"
+
+# flag -> (attribute, kind): "bool" takes no value, "value" needs one.
+_FLAGS = {
+    "--emit-bytecode": ("emit_bytecode", "bool"),
+    "--mlir-print-debuginfo": ("print_debuginfo", "bool"),
+    "--mlir-print-op-generic": ("print_generic", "bool"),
+    "--mlir-disable-threading": ("disable_threading", "bool"),
+    "--allow-unregistered-dialect": ("allow_unregistered", "bool"),
+    "--list-passes": ("list_passes", "bool"),
+    "--version": ("show_version", "bool"),
+    "--pass-pipeline": ("pipeline_text", "value"),
+    "--mlir-elide-elementsattrs-if-larger": ("elide_limit", "value"),
+}
+# Driver-looking flags that are not passes: a typo in them is a usage error, not an
+# "unknown pass".
+_DRIVER_PREFIXES = ("--mlir-", "--verify-", "--split-", "--emit-", "--print-", "--debug", "--pass-", "--allow-")
+
+
+def _parse_bool(flag: str, value: str) -> bool:
+    low = value.lower()
+    if low in ("", "1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise UsageError(f"option '{flag}' expects true or false, got '{value}'")
 
 
 def parse_args(argv: list[str]) -> Options:
     o = Options()
     positional: list[str] = []
+    seen_output = False
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -80,50 +122,76 @@ def parse_args(argv: list[str]) -> Options:
         if arg == "-" or not arg.startswith("-"):
             positional.append(arg)
             continue
+        # -o FILE, -oFILE, -o=FILE, --o=FILE
+        if arg == "-o" or arg.startswith("-o") and not arg.startswith("--") or arg.startswith("--o="):
+            if seen_output:
+                raise UsageError("option '-o' given more than once")
+            seen_output = True
+            if arg == "-o":
+                if i >= len(argv):
+                    raise UsageError("option '-o' needs a value")
+                o.output = argv[i]
+                i += 1
+            else:
+                o.output = arg.split("=", 1)[1] if "=" in arg[:4] else arg[2:]
+            if not o.output:
+                raise UsageError("option '-o' needs a value")
+            continue
         name, eq, value = arg.partition("=")
-        if name.startswith("--") is False and name.startswith("-") and name not in ("-o",):
-            # single-dash long flags as LLVM's cl accepts them (-split-input-file)
-            if len(name) > 2:
-                name = "-" + name
-        if name in _VALUE_FLAGS:
+        if not name.startswith("--"):
+            if len(name) <= 2:
+                raise UsageError(f"unknown option '{arg}'")
+            name = "-" + name  # LLVM's cl accepts single-dash long flags (-split-input-file)
+        if name == "--split-input-file":
+            o.split_marker = value if eq and value else DEFAULT_SPLIT_MARKER
+            continue
+        if name == "--verify-diagnostics":
+            mode = value if eq else "all"
+            if mode not in ("all", "only-expected"):
+                raise UsageError(f"option '--verify-diagnostics' expects 'all' or 'only-expected', got '{value}'")
+            o.verify_diagnostics = mode
+            continue
+        if name == "--verify-each":
+            o.verify_each = _parse_bool(name, value if eq else "")
+            continue
+        if name in _FLAGS:
+            attr, kind = _FLAGS[name]
+            if kind == "bool":
+                if eq:
+                    raise UsageError(f"option '{name}' takes no value")
+                setattr(o, attr, True)
+                continue
             if not eq:
                 if i >= len(argv):
                     raise UsageError(f"option '{name}' needs a value")
                 value = argv[i]
                 i += 1
-            if name in ("-o", "--output"):
-                o.output = value
+            if attr == "elide_limit":
+                try:
+                    o.elide_limit = int(value)
+                except ValueError:
+                    raise UsageError(f"option '{name}' expects an integer, got '{value}'") from None
+                if o.elide_limit < 0:
+                    raise UsageError(f"option '{name}' expects a non-negative integer, got '{value}'")
             else:
+                if o.pipeline_text is not None:
+                    raise UsageError(f"option '{name}' given more than once")
                 o.pipeline_text = value
             continue
-        if name.startswith("-o") and name != "-o" and not name.startswith("--"):
-            o.output = name[2:]
-            continue
-        simple = {
-            "--emit-bytecode": "emit_bytecode",
-            "--split-input-file": "split_input_file",
-            "--verify-diagnostics": "verify_diagnostics",
-            "--mlir-print-debuginfo": "print_debuginfo",
-            "--mlir-print-op-generic": "print_generic",
-            "--allow-unregistered-dialect": "allow_unregistered",
-            "--list-passes": "list_passes",
-            "--version": "show_version",
-        }
-        if name in simple:
-            if eq:
-                raise UsageError(f"option '{name}' takes no value")
-            setattr(o, simple[name], True)
-            continue
-        if name.startswith("--") and len(name) > 2:
-            o.pass_flags.append((name[2:], value if eq else None))
-            continue
-        raise UsageError(f"unknown option '{arg}'")
+        if name.startswith(_DRIVER_PREFIXES):
+            raise UsageError(f"unknown option '{name}'")
+        if not re.fullmatch(r"--[A-Za-z0-9][A-Za-z0-9_.\-]*", name):
+            raise UsageError(f"unknown option '{arg}'")
+        o.pass_flags.append((name[2:], value if eq else None))
     if len(positional) > 1:
-        raise UsageError(f"too many positional arguments: {' '.join(positional)}")
+        raise UsageError(f"too many input files: {' '.join(positional)} (give one, or '-' for stdin)")
     if positional:
         o.input = positional[0]
     if o.pipeline_text is not None and o.pass_flags:
-        raise UsageError("'--pass-pipeline' cannot be combined with individual pass flags")
+        names = ", ".join("--" + n for n, _ in o.pass_flags)
+        raise UsageError(f"'--pass-pipeline' cannot be combined with individual pass flags ({names})")
+    if o.emit_bytecode and o.split_input_file:
+        raise UsageError("'--emit-bytecode' cannot be combined with '--split-input-file'")
     return o
 
 
@@ -141,6 +209,7 @@ class Step:
 
 
 def _split_top_level(text: str) -> list[str]:
+    """Split `a, b{x=1, y=2}, func.func(c, d)` at top-level commas."""
     parts, depth, quote, cur = [], 0, None, []
     for ch in text:
         if quote:
@@ -159,75 +228,111 @@ def _split_top_level(text: str) -> list[str]:
             cur = []
         else:
             cur.append(ch)
-    if "".join(cur).strip():
-        parts.append("".join(cur).strip())
+    parts.append("".join(cur).strip())
     return parts
 
 
 _ELEM_RE = re.compile(r"^([A-Za-z0-9_.\-]+)\s*(\{(.*)\})?\s*$", re.S)
+_ANCHOR_RE = re.compile(r"^builtin\.module\s*\((.*)\)\s*$", re.S)
 
 
 def build_steps(opts: Options) -> list[Step]:
+    """Our passes (options parsed and typed now) and MLIR pipeline elements, in order."""
     from costmodel.ir import InputError
     from costmodel.passes import get_pass, parse_options
 
     steps: list[Step] = []
-
-    def add(name: str, option_text: str | None, raw: str) -> None:
-        info = get_pass(name)
-        if info is not None:
-            steps.append(Step("ours", name, info, parse_options(info, option_text or "")))
-        else:
-            steps.append(Step("mlir", raw))
-
     if opts.pipeline_text is not None:
         text = opts.pipeline_text.strip()
-        m = re.match(r"^builtin\.module\s*\((.*)\)\s*$", text, re.S)
+        if text.count("(") != text.count(")") or text.count("{") != text.count("}"):
+            raise InputError(f"malformed pass pipeline '{text}': unbalanced brackets")
+        m = _ANCHOR_RE.match(text)
         if not m:
-            if text.startswith("any(") or re.match(r"^[A-Za-z0-9_.]+\(", text):
-                raise InputError(
-                    f"pass pipeline must be anchored on 'builtin.module(...)', got '{text}'"
-                )
-            raise InputError(f"malformed pass pipeline '{text}' (expected 'builtin.module(...)')")
-        for elem in _split_top_level(m.group(1)):
+            raise InputError(
+                f"pass pipeline must be anchored on the module: 'builtin.module(...)', got '{text}'"
+            )
+        body = m.group(1)
+        elements = _split_top_level(body) if body.strip() else []
+        for elem in elements:
+            if not elem:
+                raise InputError(f"malformed pass pipeline '{text}': empty pipeline element")
             em = _ELEM_RE.match(elem)
-            if em and get_pass(em.group(1)) is not None:
-                add(em.group(1), em.group(3), elem)
+            info = get_pass(em.group(1)) if em else None
+            if info is not None:
+                steps.append(Step("ours", em.group(1), info, parse_options(info, em.group(3) or "")))
             else:
                 steps.append(Step("mlir", elem))
     else:
         for name, value in opts.pass_flags:
-            raw = name if value is None else f"{name}{{{value}}}"
-            add(name, value, raw)
+            info = get_pass(name)
+            if info is not None:
+                steps.append(Step("ours", name, info, parse_options(info, value or "")))
+            else:
+                steps.append(Step("mlir", name if value is None else f"{name}{{{value}}}"))
     return steps
 
 
-def validate_mlir_steps(ctx, steps: list[Step]) -> None:
-    """Unknown MLIR passes / options: one-line error before any work."""
-    from costmodel.ir import InputError, ir, passmanager
+_UNREGISTERED_RE = re.compile(r"'([^']+)' does not refer to a registered pass")
 
-    for s in steps:
-        if s.kind != "mlir":
+
+def _mlir_step_error(step: Step, message: str, captured: str) -> str:
+    """One line for a pipeline element the bindings refused."""
+    from costmodel.passes import get_pass
+
+    m = _UNREGISTERED_RE.search(message)
+    if m:
+        name = m.group(1)
+        if get_pass(name) is not None:
+            return (
+                f"pass '{name}' runs on the whole module: put it at the top level of "
+                f"'builtin.module(...)', not inside '{step.text}'"
+            )
+        import difflib
+
+        from costmodel.passes import all_passes
+
+        close = difflib.get_close_matches(name, list(all_passes()), n=1, cutoff=0.75)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        return f"unknown pass '{name}' ({hint}see '{PROG} --help' for our passes; any registered MLIR pass works too)"
+    em = _ELEM_RE.match(step.text)
+    name = em.group(1) if em else step.text
+    details = []
+    for line in (captured + "\n" + message).splitlines():
+        line = line.strip().lstrip(":").strip()
+        if not line or line.startswith("failed to add"):
             continue
-        with ctx:
+        line = line.replace("<Pass-Options-Parser>:", "").strip()
+        if line not in details:
+            details.append(line)
+    detail = "; ".join(details) or "cannot be added to the pipeline"
+    if em and em.group(3) is not None:
+        return f"pass '{name}': bad options '{em.group(3)}': {detail}"
+    return f"pass '{name}': {detail}"
+
+
+_NEST_RE = re.compile(r"restricted to '([A-Za-z0-9_.]+)' on a PassManager intended to run on")
+
+
+def _add_mlir_step(pm, text: str) -> tuple[str, str] | None:
+    """Add a pipeline element; None on success, else (error message, captured stderr).
+
+    Like mlir-opt (implicit nesting), a pass that runs on a nested op kind
+    (`func.func`) given at the module level is nested for you.
+    """
+    from costmodel.ir import captured_stderr
+
+    for _ in range(3):
+        with captured_stderr() as cap:
             try:
-                passmanager.PassManager.parse(f"builtin.module({s.text})")
-            except (ir.MLIRError, ValueError) as err:
-                msg = str(err).strip().splitlines()
-                detail = ""
-                for line in msg:
-                    if "error:" in line:
-                        detail = line.split("error:", 1)[1].strip()
-                        break
-                name = _ELEM_RE.match(s.text).group(1) if _ELEM_RE.match(s.text) else s.text
-                if "does not refer to a registered pass" in detail or not detail:
-                    raise InputError(f"unknown pass '{name}' (see --help for our passes)") from None
-                raise InputError(f"pass '{name}': {detail}") from None
-
-
-# ---------------------------------------------------------------------------
-# running
-# ---------------------------------------------------------------------------
+                pm.add(text)
+                return None
+            except Exception as err:  # ValueError / MLIRError from the parser
+                message = str(err)
+        m = _NEST_RE.search(message)
+        if not m:
+            return message, cap.text
+        text = f"{m.group(1)}({text})"
+    return message, cap.text
 
 
 @dataclass
@@ -239,53 +344,84 @@ class ChunkResult:
     input_error: str | None = None
 
 
-def run_chunk(data: bytes, source_name: str, opts: Options, steps: list[Step], chunk_index=None) -> ChunkResult:
-    from costmodel.ir import DiagnosticEngine, InputError, ir, load_module, make_context, passmanager, print_module
-    from costmodel.passes import PassError, PassSession
+@dataclass
+class Prepared:
+    ctx: object
+    pm: object
+    diags: object
+    session: object
+    failures: list = field(default_factory=list)
 
-    ctx = make_context(allow_unregistered_dialects=opts.allow_unregistered)
-    validate_mlir_steps(ctx, steps)
-    diags = DiagnosticEngine(source_name)
-    session = PassSession(
-        diagnostics=diags,
-        output_path=opts.output,
-        input_path=None if opts.input == "-" else opts.input,
-        chunk_index=chunk_index,
-    )
 
-    def handler(d):
-        diags.add_mlir([d])
-        return True
+class Runner:
+    """One MLIR context + pass manager per chunk (chunks are independent, as in mlir-opt)."""
 
-    ctx.attach_diagnostic_handler(handler)
-    try:
-        module = load_module(ctx, data, source_name)
-    except ir.MLIRError as err:
-        diags.add_mlir(err.error_diagnostics)
-        return ChunkResult(False, diagnostics=diags.diagnostics)
-    except InputError as err:
-        return ChunkResult(False, diagnostics=diags.diagnostics, input_error=str(err))
+    def __init__(self, opts: Options, steps: list[Step], source_name: str) -> None:
+        self.opts = opts
+        self.steps = steps
+        self.source_name = source_name
 
-    # Verify the input as mlir-opt does.
-    with ctx:
-        try:
-            module.verify()
-        except ir.MLIRError as err:
-            diags.add_mlir(err.error_diagnostics)
-            return ChunkResult(False, diagnostics=diags.diagnostics)
+    def prepare(self, chunk_index: int | None = None) -> Prepared:
+        """A fresh context, diagnostics and pass manager holding every step.
 
-    failures: list[BaseException] = []
+        Raises InputError (one line) for an unknown MLIR pass or bad MLIR pass options,
+        so that a bad command line is reported before any input is read.
+        """
+        from costmodel.ir import DiagnosticEngine, InputError, make_context, passmanager
+        from costmodel.passes import PassSession
 
-    def wrap(step: Step):
+        opts = self.opts
+        ctx = make_context(allow_unregistered_dialects=opts.allow_unregistered)
+        if opts.disable_threading:
+            ctx.enable_multithreading(False)
+        diags = DiagnosticEngine(self.source_name)
+        session = PassSession(
+            diagnostics=diags,
+            output_path=opts.output if opts.output not in (None, "-") else None,
+            input_path=None if opts.input == "-" else opts.input,
+            chunk_index=chunk_index,
+        )
+
+        def handler(d) -> bool:
+            try:
+                diags.add_mlir([d])
+            except Exception:  # never let a diagnostic crash the run
+                return False
+            return True
+
+        ctx.attach_diagnostic_handler(handler)
+        prep = Prepared(ctx, None, diags, session)
+        with ctx:
+            pm = passmanager.PassManager("builtin.module")
+            pm.enable_verifier(opts.verify_each)
+            for s in self.steps:
+                if s.kind == "ours":
+                    pm.add(self._wrap(s, prep), name=s.text, argument=s.text)
+                    continue
+                err_text = _add_mlir_step(pm, s.text)
+                if err_text is not None:
+                    raise InputError(_mlir_step_error(s, *err_text))
+        prep.pm = pm
+        return prep
+
+    @staticmethod
+    def _wrap(step: Step, prep: Prepared):
+        from costmodel.ir import InputError, ir
+        from costmodel.passes import PassError
+
+        diags, session, failures = prep.diags, prep.session, prep.failures
+
+        def _errors() -> int:
+            return sum(1 for d in diags.diagnostics if d.severity == "error")
+
         def _run(op, pass_):
             try:
+                before = _errors()
                 step.info.run(op, step.options, session)
-                if diags.has_errors:
+                if _errors() > before:
+                    failures.append(PassError(step.text))
                     pass_.signal_pass_failure()
-            except PassError as err:
-                failures.append(err)
-                pass_.signal_pass_failure()
-            except InputError as err:
+            except (PassError, InputError) as err:
                 failures.append(err)
                 pass_.signal_pass_failure()
             except ir.MLIRError as err:
@@ -296,56 +432,60 @@ def run_chunk(data: bytes, source_name: str, opts: Options, steps: list[Step], c
                 import traceback
 
                 failures.append(err)
-                diags.error(op.location, f"internal error in pass '{step.text}': {err!r}\n{traceback.format_exc()}")
+                diags.error(
+                    op.location,
+                    f"internal error in pass '{step.text}' (please report): {err!r}\n"
+                    + traceback.format_exc().rstrip(),
+                )
                 pass_.signal_pass_failure()
 
         return _run
 
-    with ctx:
-        pm = passmanager.PassManager("builtin.module")
-        for s in steps:
-            if s.kind == "ours":
-                pm.add(wrap(s), name=s.text, argument=s.text)
-            else:
-                pm.add(s.text)
-        try:
-            pm.run(module)
-        except ir.MLIRError as err:
-            if not failures or any(isinstance(f, ir.MLIRError) for f in failures) is False and not diags.has_errors:
+    def run(self, data: bytes, prep: Prepared) -> ChunkResult:
+        from costmodel.ir import InputError, ir, load_module, print_module
+
+        opts, diags, session = self.opts, prep.diags, prep.session
+        with prep.ctx:
+            try:
+                module = load_module(prep.ctx, data, self.source_name)
+            except ir.MLIRError as err:
                 diags.add_mlir(err.error_diagnostics)
-            input_errors = [str(f) for f in failures if isinstance(f, InputError)]
-            return ChunkResult(
-                False,
-                diagnostics=diags.diagnostics,
-                messages=session.messages,
-                input_error=input_errors[0] if input_errors else None,
+                return ChunkResult(False, diagnostics=diags.diagnostics)
+            if self.steps:
+                try:
+                    prep.pm.run(module)
+                except ir.MLIRError as err:
+                    diags.add_mlir(err.error_diagnostics)
+                    input_errors = [str(f) for f in prep.failures if isinstance(f, InputError)]
+                    if not diags.has_errors and not input_errors:
+                        diags.emit("error", None, "pass pipeline failed")
+                    return ChunkResult(
+                        False,
+                        diagnostics=diags.diagnostics,
+                        messages=session.messages,
+                        input_error=input_errors[0] if input_errors else None,
+                    )
+            out = print_module(
+                module,
+                bytecode=opts.emit_bytecode,
+                debug_info=opts.print_debuginfo,
+                generic=opts.print_generic,
+                large_elements_limit=opts.elide_limit,
             )
-        out = print_module(
-            module,
-            bytecode=opts.emit_bytecode,
-            debug_info=opts.print_debuginfo,
-            generic=opts.print_generic,
-        )
-    return ChunkResult(True, out, diags.diagnostics, session.messages)
+        return ChunkResult(True, out, diags.diagnostics, session.messages)
 
 
-SPLIT_RE = re.compile(rb"^// -----.*$", re.M)
-
-
-def split_chunks(data: bytes) -> list[bytes]:
-    """Chunks of `// -----` separated input, each padded with newlines so that line
-    numbers in diagnostics are those of the original file."""
-    chunks = []
+def split_chunks(data: bytes, marker: str = DEFAULT_SPLIT_MARKER) -> list[bytes]:
+    """Chunks of marker-separated input (the marker alone on its line), each padded with
+    newlines so that line numbers in diagnostics are those of the original file."""
+    split_re = re.compile(rb"^[ \t]*" + re.escape(marker.encode()) + rb"[ \t]*\r?$", re.M)
+    bounds = []
     pos = 0
-    for m in SPLIT_RE.finditer(data):
-        chunks.append((pos, data[pos : m.start()]))
+    for m in split_re.finditer(data):
+        bounds.append((pos, m.start()))
         pos = m.end()
-    chunks.append((pos, data[pos:]))
-    out = []
-    for start, text in chunks:
-        line_offset = data.count(b"\n", 0, start)
-        out.append(b"\n" * line_offset + text)
-    return out
+    bounds.append((pos, len(data)))
+    return [b"\n" * data.count(b"\n", 0, start) + data[start:end] for start, end in bounds]
 
 
 def read_input(path: str) -> tuple[bytes, str]:
@@ -361,43 +501,68 @@ def read_input(path: str) -> tuple[bytes, str]:
 
 
 def help_text() -> str:
+    return USAGE + "\nour passes:\n" + passes_text()
+
+
+def passes_text() -> str:
     from costmodel.passes import all_passes
 
-    lines = [USAGE, "our passes:"]
-    for info in all_passes().values():
-        lines.append(info.describe())
-    return "\n".join(lines) + "\n"
+    return "".join(info.describe() + "\n" for info in all_passes().values())
+
+
+def _err(message: str) -> None:
+    sys.stderr.write(f"{PROG}: error: {message}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(sys.argv[1:] if argv is None else list(argv))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`stablehlo-opt ... | head`): not an error of ours.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
+
+
+def _main(argv: list[str]) -> int:
     try:
         opts = parse_args(argv)
     except UsageError as err:
-        sys.stderr.write(f"{PROG}: error: {err}\n{PROG}: try '{PROG} --help'\n")
+        _err(f"{err}\n{PROG}: try '{PROG} --help'")
         return 2
-    if opts.show_help or opts.list_passes:
-        sys.stdout.write(help_text() if opts.show_help else help_text().split("our passes:\n", 1)[1])
+    if opts.show_help:
+        sys.stdout.write(help_text())
+        return 0
+    if opts.list_passes:
+        sys.stdout.write(passes_text())
         return 0
     if opts.show_version:
         from costmodel import __version__
 
         sys.stdout.write(f"{PROG} (stablehlo-costmodel) {__version__}\n")
         return 0
-    from costmodel.ir import InputError, write_atomically
+
+    from costmodel.ir import MLIR_BYTECODE_MAGIC, InputError, write_atomically
     from costmodel.verify import verify_diagnostics
 
     try:
         steps = build_steps(opts)
-        data, source_name = read_input(opts.input)
+        source_name = "<stdin>" if opts.input == "-" else opts.input
+        runner = Runner(opts, steps, source_name)
+        # Unknown MLIR passes and bad options are reported before the input is read.
+        first = runner.prepare()
+        data, _ = read_input(opts.input)
     except InputError as err:
-        sys.stderr.write(f"{PROG}: error: {err}\n")
+        _err(str(err))
         return 1
 
-    from costmodel.ir import MLIR_BYTECODE_MAGIC
-
     if opts.split_input_file and not data.startswith(MLIR_BYTECODE_MAGIC):
-        chunks = split_chunks(data)
+        chunks = split_chunks(data, opts.split_marker)
     else:
         chunks = [data]
 
@@ -405,20 +570,25 @@ def main(argv: list[str] | None = None) -> int:
     ok = True
     for idx, chunk in enumerate(chunks):
         try:
-            res = run_chunk(chunk, source_name, opts, steps, idx if len(chunks) > 1 else None)
+            index = idx if len(chunks) > 1 else None
+            if idx == 0:
+                first.session.chunk_index = index
+            res = runner.run(chunk, first if idx == 0 else runner.prepare(index))
         except InputError as err:
-            sys.stderr.write(f"{PROG}: error: {err}\n")
-            return 1
-        if res.input_error and not opts.verify_diagnostics:
-            for d in res.diagnostics:
-                if d.severity != "error":
-                    sys.stderr.write(d.render() + "\n")
-            sys.stderr.write(f"{PROG}: error: {res.input_error}\n")
+            _err(str(err))
             return 1
         for msg in res.messages:
             sys.stderr.write(msg + "\n")
+        if res.input_error:
+            for d in res.diagnostics:
+                if d.severity != "error":
+                    sys.stderr.write(d.render() + "\n")
+            _err(res.input_error)
+            return 1
         if opts.verify_diagnostics:
-            problems = verify_diagnostics(chunk, source_name, res.diagnostics)
+            problems = verify_diagnostics(
+                chunk, source_name, res.diagnostics, only_expected=opts.verify_diagnostics == "only-expected"
+            )
             for p in problems:
                 sys.stderr.write(p + "\n")
             if problems:
@@ -430,26 +600,34 @@ def main(argv: list[str] | None = None) -> int:
                 ok = False
         if res.ok:
             outputs.append(res.output)
+    sys.stderr.flush()
 
+    payload = _join(outputs, opts)
     if not ok:
+        # As mlir-opt: the chunks that succeeded still go to stdout, but an -o file is
+        # only ever written whole, on success.
+        if outputs and not (opts.output and opts.output != "-"):
+            sys.stdout.flush()
+            sys.stdout.buffer.write(payload)
+            sys.stdout.flush()
         return 1
-    if opts.emit_bytecode:
-        payload = b"".join(outputs)
-    else:
-        payload = b"// -----\n".join(outputs)
     if opts.output and opts.output != "-":
         try:
             write_atomically(opts.output, payload)
         except OSError as err:
-            sys.stderr.write(f"{PROG}: error: cannot write '{opts.output}': {err.strerror}\n")
+            _err(f"cannot write '{opts.output}': {err.strerror}")
             return 1
     else:
-        try:
-            sys.stdout.buffer.write(payload)
-            sys.stdout.flush()
-        except BrokenPipeError:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.stdout.flush()
+        sys.stdout.buffer.write(payload)
+        sys.stdout.flush()
     return 0
+
+
+def _join(outputs: list[bytes], opts: Options) -> bytes:
+    if opts.emit_bytecode or len(outputs) <= 1:
+        return b"".join(outputs)
+    return ((opts.split_marker or DEFAULT_SPLIT_MARKER) + "\n").encode().join(outputs)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,62 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+import struct
+import sys
 from typing import Iterable
 
-from jaxlib.mlir import ir, passmanager  # noqa: F401  (re-exported for the package)
-from jaxlib.mlir._mlir_libs import _jax_mlir_ext
-from jaxlib.mlir.dialects import chlo, mhlo, sdy, stablehlo
+
+def _import_bindings():
+    """Import jaxlib's MLIR bindings without dragging numpy in.
+
+    `jaxlib.mlir.ir` imports numpy (~50 ms, a tenth of a `stablehlo-opt` run) only to
+    register attribute builders for `F64ElementsAttr`-style op arguments, which none of
+    the dialects we use need. When nobody has imported numpy yet, hide it for the
+    duration of the import; numpy stays importable afterwards (DenseElementsAttr's
+    buffer protocol still works once numpy is imported by whoever needs it).
+    """
+    hide = "numpy" not in sys.modules and "jaxlib.mlir.ir" not in sys.modules
+    if hide:
+        sys.modules["numpy"] = None  # type: ignore[assignment]  # makes `import numpy` fail fast
+    try:
+        from jaxlib.mlir import ir as _ir, passmanager as _pm
+    finally:
+        if hide and sys.modules.get("numpy", 0) is None:
+            del sys.modules["numpy"]
+    if hide:
+        _register_elements_builders(_ir)
+    return _ir, _pm
+
+
+def _register_elements_builders(_ir) -> None:
+    """The four builders `jaxlib.mlir.ir` registers when numpy is importable, with numpy
+    imported on first use instead (op builders such as stablehlo.PadOp need them when
+    handed Python lists)."""
+
+    def make(get_type, np_dtype):
+        def build(x, context):
+            import numpy as np
+
+            return _ir.DenseElementsAttr.get(
+                np.array(x, dtype=np_dtype), type=get_type(context), context=context
+            )
+
+        return build
+
+    builders = {
+        "F64ElementsAttr": (lambda c: _ir.F64Type.get(context=c), "float64"),
+        "I32ElementsAttr": (lambda c: _ir.IntegerType.get_signless(32, context=c), "int32"),
+        "I64ElementsAttr": (lambda c: _ir.IntegerType.get_signless(64, context=c), "int64"),
+        "IndexElementsAttr": (lambda c: _ir.IndexType.get(context=c), "int64"),
+    }
+    for kind, (get_type, np_dtype) in builders.items():
+        if not _ir.AttrBuilder.contains(kind):
+            _ir.AttrBuilder.insert(kind, make(get_type, np_dtype))
+
+
+ir, passmanager = _import_bindings()  # re-exported for the package
+from jaxlib.mlir._mlir_libs import _jax_mlir_ext  # noqa: E402
+from jaxlib.mlir.dialects import chlo, mhlo, sdy, stablehlo  # noqa: E402
 
 __all__ = [
     "ir",
@@ -28,6 +79,8 @@ __all__ = [
     "DiagnosticEngine",
     "InputError",
     "MLIR_BYTECODE_MAGIC",
+    "write_atomically",
+    "captured_stderr",
 ]
 
 MLIR_BYTECODE_MAGIC = b"ML\xefR"
@@ -185,27 +238,32 @@ def _wrap_in_module(ctx: ir.Context, op: ir.Operation) -> ir.Operation:
 def load_module(ctx: ir.Context, data: bytes | str, source_name: str) -> ir.Operation:
     """Parse text or bytecode (plain MLIR bytecode or a StableHLO portable artifact).
 
-    Returns the top-level `builtin.module` operation; a file holding other top-level
-    ops is wrapped in an implicit module as mlir-opt does. VHLO input (portable
-    artifacts, or VHLO text) is upgraded to StableHLO. Raises `ir.MLIRError` with the
-    parser's diagnostics on malformed input.
+    Accepts: MLIR text (StableHLO, or VHLO as printed from a portable artifact), MLIR
+    bytecode, StableHLO portable artifacts (`jax.export`'s `mlir_module_serialized`),
+    and a whole serialized `jax.export.Exported` (`Exported.serialize()`, a flatbuffer
+    that wraps the portable artifact). Returns the top-level `builtin.module`
+    operation, verified; a file holding other top-level ops is wrapped in an implicit
+    module as mlir-opt does. VHLO is upgraded to StableHLO. Raises `ir.MLIRError`
+    with the parser's diagnostics on malformed text, `InputError` (one line) on
+    unreadable bytes.
     """
     if isinstance(data, str):
         data = data.encode("utf-8")
     if data.startswith(MLIR_BYTECODE_MAGIC):
         op = _load_bytecode(ctx, data, source_name)
     else:
-        text = data.decode("utf-8", errors="replace")
-        with ctx:
-            try:
-                op = ir.Operation.parse(text, source_name=source_name)
-            except ir.MLIRError as err:
-                if "single top-level operation" not in str(err):
-                    raise
-                # Several top-level ops: wrap them in an implicit module. The prefix sits
-                # on line 1 so that line numbers of the user's text are unchanged.
-                op = ir.Operation.parse("module {" + text + "\n}", source_name=source_name)
-        op = op.operation
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            embedded = _embedded_artifact(data)
+            if embedded is None:
+                raise InputError(
+                    f"{source_name}: not MLIR text (invalid UTF-8 at byte {err.start}) "
+                    "nor MLIR bytecode"
+                ) from None
+            op = _load_bytecode(ctx, embedded, source_name)
+        else:
+            op = _parse_text(ctx, text, source_name)
     if op.name != "builtin.module":
         op = _wrap_in_module(ctx, op)
     if _has_vhlo(op):
@@ -213,32 +271,65 @@ def load_module(ctx: ir.Context, data: bytes | str, source_name: str) -> ir.Oper
     return op
 
 
+def _parse_text(ctx: ir.Context, text: str, source_name: str) -> ir.Operation:
+    with ctx:
+        try:
+            return ir.Operation.parse(text, source_name=source_name).operation
+        except ir.MLIRError as err:
+            if not any("single top-level operation" in d.message for d in err.error_diagnostics):
+                raise
+        # Several top-level ops (or none): wrap them in an implicit module. The prefix
+        # sits on line 1 so that line numbers of the user's text are unchanged (only
+        # columns of something on line 1 shift, by 8).
+        return ir.Operation.parse("module {" + text + "\n}", source_name=source_name).operation
+
+
+def _embedded_artifact(data: bytes) -> bytes | None:
+    """The portable artifact inside a serialized `jax.export.Exported`, if `data` is one.
+
+    The flatbuffer stores `mlir_module_serialized` as a byte vector: a little-endian
+    u32 length right before the bytes, which start with the MLIR bytecode magic.
+    """
+    pos = data.find(MLIR_BYTECODE_MAGIC)
+    while pos >= 4:
+        (length,) = struct.unpack_from("<I", data, pos - 4)
+        if pos + length <= len(data) and length > len(MLIR_BYTECODE_MAGIC):
+            return data[pos : pos + length]
+        pos = data.find(MLIR_BYTECODE_MAGIC, pos + 1)
+    return None
+
+
 def _load_bytecode(ctx: ir.Context, data: bytes, source_name: str) -> ir.Operation:
     with ctx:
         try:
-            op = ir.Operation.parse(data, source_name=source_name)
-            return op.operation
-        except ir.MLIRError:
-            pass
+            return ir.Module.parse(data).operation
+        except ir.MLIRError as err:
+            first = err.error_diagnostics[0].message if err.error_diagnostics else str(err)
         try:
-            # StableHLO portable artifacts: VHLO bytecode.
-            module = stablehlo.deserialize_portable_artifact(ctx, data)
-            return module.operation
-        except Exception as err:  # the binding raises a plain exception on bad input
-            raise InputError(f"{source_name}: cannot read MLIR bytecode: {err}") from None
+            # Portable artifacts of an older StableHLO: the deserializer upgrades them.
+            with captured_stderr():  # it prints its complaints straight to fd 2
+                return stablehlo.deserialize_portable_artifact(ctx, data).operation
+        except Exception:  # the binding raises a plain ValueError on bad input
+            pass
+    first = first.strip().splitlines()[0] if first.strip() else "malformed bytecode"
+    raise InputError(f"{source_name}: cannot read MLIR bytecode: {first}")
 
 
 def _has_vhlo(op: ir.Operation) -> bool:
     for region in op.regions:
         for block in region.blocks:
             for child in block.operations:
-                return child.operation.name.startswith("vhlo.")
+                if child.operation.name.startswith("vhlo."):
+                    return True
     return False
 
 
 def _legalize_vhlo(ctx: ir.Context, op: ir.Operation) -> None:
     with ctx:
-        pm = passmanager.PassManager.parse("builtin.module(vhlo-to-version{target=current},vhlo-legalize-to-stablehlo)")
+        target = stablehlo.get_current_version()
+        pm = passmanager.PassManager.parse(
+            f"builtin.module(vhlo-to-version{{target={target}}},vhlo-legalize-to-stablehlo)"
+        )
         pm.run(op)
 
 
@@ -248,21 +339,61 @@ def print_module(
     bytecode: bool = False,
     debug_info: bool = False,
     generic: bool = False,
+    large_elements_limit: int | None = None,
 ) -> bytes:
     """The module as text (utf-8) or bytecode."""
     if bytecode:
         buf = io.BytesIO()
         op.write_bytecode(buf)
         return buf.getvalue()
+    # binary=True hands back bytes: no utf-8 decode/encode round trip of a large string.
     text = op.get_asm(
-        large_elements_limit=None,
+        binary=True,
+        large_elements_limit=large_elements_limit,
         enable_debug_info=debug_info,
         print_generic_op_form=generic,
         assume_verified=True,
     )
-    if not text.endswith("\n"):
-        text += "\n"
-    return text.encode("utf-8")
+    if not text.endswith(b"\n"):
+        text += b"\n"
+    return text
+
+
+class captured_stderr:
+    """Capture what native code writes straight to file descriptor 2 (LLVM's `errs()`:
+    pass-option parse errors, the portable-artifact deserializer) so that it can be
+    folded into a one-line error instead of leaking onto the terminal.
+
+        with captured_stderr() as cap:
+            ...
+        cap.text   # what was written
+    """
+
+    def __init__(self) -> None:
+        self.text = ""
+        self._saved = -1
+        self._tmp = None
+
+    def __enter__(self) -> "captured_stderr":
+        import tempfile
+
+        try:
+            sys.stderr.flush()
+            self._tmp = tempfile.TemporaryFile()
+            self._saved = os.dup(2)
+            os.dup2(self._tmp.fileno(), 2)
+        except (OSError, ValueError):  # no usable fd 2 (embedded interpreters): capture nothing
+            self._saved = -1
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._saved >= 0:
+            os.dup2(self._saved, 2)
+            os.close(self._saved)
+            self._tmp.seek(0)
+            self.text = self._tmp.read().decode("utf-8", errors="replace")
+        if self._tmp is not None:
+            self._tmp.close()
 
 
 def write_atomically(path: str, data: bytes) -> None:

@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""Speed of `stablehlo-opt --annotate-cost` against parse + print alone (a benchmark, not a test).
+
+    python benchmarks/annotate.py                 # ResNet-50 train + a generated 500k-op module
+    python benchmarks/annotate.py --ops 100000 --repeat 5
+    python benchmarks/annotate.py --profile       # cProfile of the annotate run on ResNet-50
+
+For each module it prints, measured in-process with the driver (`costmodel.driver.main`,
+best of N after a warm-up, so imports are excluded):
+
+  parse+print          stablehlo-opt FILE -o OUT
+  parse+annotate+print stablehlo-opt FILE --annotate-cost=hardware=HW -o OUT
+  ratio                the second over the first (target: <= 2x)
+
+and, for ResNet-50, the end-to-end wall time of the `stablehlo-opt` command (a fresh
+process: interpreter start, imports, parse, annotate, print, write; target < 0.5 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+RESNET = os.path.join(
+    os.path.dirname(REPO), "shared", "workloads", "resnet_50_train_step_4_devices_1024_batch.mlir"
+)
+
+
+# ---------------------------------------------------------------------------
+# a generated module: many functions of mixed elementwise/dot/reduce/broadcast ops
+# ---------------------------------------------------------------------------
+
+_DTYPES = ("f32", "bf16", "f16")
+
+
+def _func(idx: int, rng: random.Random, n_layers: int) -> tuple[str, int, tuple]:
+    """One function of `n_layers` MLP-ish layers: (text, number of ops, (batch, dim, dtype))."""
+    dt = rng.choice(_DTYPES)
+    b, d = rng.choice((8, 16, 32, 64)), rng.choice((64, 128, 256, 512))
+    lines = [f"  func.func private @f{idx}(%x: tensor<{b}x{d}x{dt}>, %w: tensor<{d}x{d}x{dt}>, %s: tensor<{d}x{dt}>) -> tensor<{b}x{d}x{dt}> {{"]
+    ops = 1  # the func
+    cur = "%x"
+    lines.append(f"    %zero = stablehlo.constant dense<0.000000e+00> : tensor<{dt}>")
+    ops += 1
+    t = f"tensor<{b}x{d}x{dt}>"
+    for i in range(n_layers):
+        kind = rng.random()
+        if kind < 0.25:
+            lines.append(
+                f"    %d{i} = stablehlo.dot_general {cur}, %w, contracting_dims = [1] x [0] : ({t}, tensor<{d}x{d}x{dt}>) -> {t}"
+            )
+            ops += 1
+            cur = f"%d{i}"
+        elif kind < 0.45:
+            lines.append(f"    %b{i} = stablehlo.broadcast_in_dim %s, dims = [1] : (tensor<{d}x{dt}>) -> {t}")
+            lines.append(f"    %a{i} = stablehlo.add {cur}, %b{i} : {t}")
+            ops += 2
+            cur = f"%a{i}"
+        elif kind < 0.65:
+            op = rng.choice(("tanh", "exponential", "logistic", "negate", "abs", "sqrt"))
+            lines.append(f"    %e{i} = stablehlo.{op} {cur} : {t}")
+            lines.append(f"    %m{i} = stablehlo.multiply %e{i}, {cur} : {t}")
+            lines.append(f"    %x{i} = stablehlo.maximum %m{i}, {cur} : {t}")
+            ops += 3
+            cur = f"%x{i}"
+        elif kind < 0.80:
+            lines.append(
+                f"    %r{i} = stablehlo.reduce({cur} init: %zero) applies stablehlo.add across dimensions = [1] : ({t}, tensor<{dt}>) -> tensor<{b}x{dt}>"
+            )
+            lines.append(f"    %rb{i} = stablehlo.broadcast_in_dim %r{i}, dims = [0] : (tensor<{b}x{dt}>) -> {t}")
+            lines.append(f"    %rs{i} = stablehlo.subtract {cur}, %rb{i} : {t}")
+            ops += 3 + 2  # reduce + its body (add, return)
+            cur = f"%rs{i}"
+        elif kind < 0.90:
+            lines.append(f"    %cva{i} = stablehlo.convert {cur} : ({t}) -> tensor<{b}x{d}xf32>")
+            lines.append(f"    %cvb{i} = stablehlo.convert %cva{i} : (tensor<{b}x{d}xf32>) -> {t}")
+            ops += 2
+            cur = f"%cvb{i}"
+        else:
+            lines.append(f"    %t{i} = stablehlo.reshape {cur} : ({t}) -> tensor<{b * d}x{dt}>")
+            lines.append(f"    %u{i} = stablehlo.reshape %t{i} : (tensor<{b * d}x{dt}>) -> {t}")
+            ops += 2
+            cur = f"%u{i}"
+    lines.append(f"    return {cur} : {t}")
+    lines.append("  }")
+    ops += 1
+    return "\n".join(lines), ops, (b, d, dt)
+
+
+def generate_module(target_ops: int, seed: int = 0) -> tuple[str, int]:
+    """Text of a module with about `target_ops` operations (and the exact count)."""
+    rng = random.Random(seed)
+    funcs, sigs, total = [], [], 2  # module + main's return
+    idx = 0
+    while total < target_ops:
+        text, n, sig = _func(idx, rng, n_layers=rng.randint(40, 120))
+        funcs.append(text)
+        sigs.append(sig)
+        total += n + 1  # + the call in main
+        idx += 1
+    # main calls every function once, so everything is reachable from a public entry
+    main = ["  func.func public @main() {"]
+    for i, (b, d, dt) in enumerate(sigs):
+        main.append(f"    %cx{i} = stablehlo.constant dense<1.000000e+00> : tensor<{b}x{d}x{dt}>")
+        main.append(f"    %cw{i} = stablehlo.constant dense<1.000000e+00> : tensor<{d}x{d}x{dt}>")
+        main.append(f"    %cs{i} = stablehlo.constant dense<1.000000e+00> : tensor<{d}x{dt}>")
+        main.append(
+            f"    %call{i} = func.call @f{i}(%cx{i}, %cw{i}, %cs{i}) : (tensor<{b}x{d}x{dt}>, tensor<{d}x{d}x{dt}>, tensor<{d}x{dt}>) -> tensor<{b}x{d}x{dt}>"
+        )
+        total += 3
+    main.append("    return")
+    main.append("  }")
+    total += 1  # main itself
+    return "module {\n" + "\n".join(funcs) + "\n" + "\n".join(main) + "\n}\n", total
+
+
+# ---------------------------------------------------------------------------
+# measuring
+# ---------------------------------------------------------------------------
+
+
+def best_of(n: int, fn) -> float:
+    best = float("inf")
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def run_driver(argv: list[str]) -> None:
+    from costmodel import driver
+
+    rc = driver.main(argv)
+    if rc != 0:
+        raise SystemExit(f"stablehlo-opt {' '.join(argv)} failed with exit status {rc}")
+
+
+def measure(path: str, hardware: str, repeat: int, out: str) -> tuple[float, float]:
+    plain = [path, "-o", out]
+    annotated = [path, f"--annotate-cost=hardware={hardware}", "-o", out]
+    run_driver(annotated)  # warm-up: imports, hardware presets
+    t_plain = best_of(repeat, lambda: run_driver(plain))
+    t_annot = best_of(repeat, lambda: run_driver(annotated))
+    return t_plain, t_annot
+
+
+def stages(path: str, hardware: str) -> dict[str, float]:
+    """One run split into parse / annotate-cost pass / print of the annotated module."""
+    from costmodel.ir import DiagnosticEngine, load_module, make_context, print_module
+    from costmodel.passes import PassSession, get_pass, parse_options
+
+    info = get_pass("annotate-cost")
+    options = parse_options(info, f"hardware={hardware}")
+    with open(path, "rb") as fh:
+        data = fh.read()
+    ctx = make_context()
+    t0 = time.perf_counter()
+    module = load_module(ctx, data, path)
+    t1 = time.perf_counter()
+    with ctx:
+        info.run(module, options, PassSession(diagnostics=DiagnosticEngine(path)))
+    t2 = time.perf_counter()
+    text = print_module(module)
+    t3 = time.perf_counter()
+    return {"parse": t1 - t0, "annotate": t2 - t1, "print": t3 - t2, "out_MB": len(text) / 1e6}
+
+
+def cli_wall(path: str, hardware: str, repeat: int, out: str) -> float:
+    exe = shutil.which("stablehlo-opt")
+    cmd = [exe] if exe else [sys.executable, "-m", "costmodel.driver"]
+    cmd += [path, f"--annotate-cost=hardware={hardware}", "-o", out]
+    subprocess.run(cmd, check=True)  # warm the page cache / .pyc files
+
+    def once():
+        subprocess.run(cmd, check=True)
+
+    return best_of(repeat, once)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--resnet", default=RESNET, help="ResNet-50 train module (default: ../shared/workloads/...)")
+    ap.add_argument("--ops", type=int, default=500_000, help="ops in the generated module (default 500000; 0: skip)")
+    ap.add_argument("--hardware", default="a100-40gb")
+    ap.add_argument("--repeat", type=int, default=5, help="best of N for ResNet-50 (default 5)")
+    ap.add_argument("--repeat-large", type=int, default=2, help="best of N for the generated module (default 2)")
+    ap.add_argument("--profile", action="store_true", help="cProfile one annotate run on ResNet-50 and exit")
+    args = ap.parse_args(argv)
+
+    tmp = tempfile.mkdtemp(prefix="costmodel-bench-")
+    out = os.path.join(tmp, "out.mlir")
+    try:
+        if args.profile:
+            import cProfile
+            import pstats
+
+            run_driver([args.resnet, f"--annotate-cost=hardware={args.hardware}", "-o", out])
+            prof = cProfile.Profile()
+            prof.enable()
+            run_driver([args.resnet, f"--annotate-cost=hardware={args.hardware}", "-o", out])
+            prof.disable()
+            pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+            return 0
+
+        rows, split = [], []
+        if os.path.exists(args.resnet):
+            p, a = measure(args.resnet, args.hardware, args.repeat, out)
+            rows.append(("resnet-50 train", _count_ops(args.resnet), p, a))
+            split.append(("resnet-50 train", stages(args.resnet, args.hardware)))
+            wall = cli_wall(args.resnet, args.hardware, args.repeat, out)
+        else:
+            print(f"note: {args.resnet} not found; skipping ResNet-50", file=sys.stderr)
+            wall = None
+        if args.ops:
+            text, n = generate_module(args.ops)
+            gen = os.path.join(tmp, f"generated_{n}.mlir")
+            with open(gen, "w") as fh:
+                fh.write(text)
+            p, a = measure(gen, args.hardware, args.repeat_large, out)
+            rows.append((f"generated ({len(text) / 1e6:.0f} MB)", n, p, a))
+            split.append((f"generated ({len(text) / 1e6:.0f} MB)", stages(gen, args.hardware)))
+
+        print(f"{'module':<22} {'ops':>8} {'parse+print':>12} {'+annotate':>10} {'ratio':>6} {'us/op':>6}")
+        for name, n, p, a in rows:
+            print(f"{name:<22} {n:>8} {p:>11.3f}s {a:>9.3f}s {a / p:>5.2f}x {1e6 * (a - p) / n:>6.1f}")
+        print(f"\n{'one annotate run':<22} {'parse':>8} {'pass':>8} {'print':>8} {'output':>8}")
+        for name, st in split:
+            print(
+                f"{name:<22} {st['parse']:>7.3f}s {st['annotate']:>7.3f}s {st['print']:>7.3f}s {st['out_MB']:>6.1f}MB"
+            )
+        if wall is not None:
+            print(f"\nend to end: stablehlo-opt resnet-50 --annotate-cost=hardware={args.hardware} -o FILE: {wall:.3f}s")
+        print(f"(best of {args.repeat} / {args.repeat_large}; {os.cpu_count()} CPUs; us/op = annotate time per op)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+def _count_ops(path: str) -> int:
+    from costmodel.ir import load_module, make_context
+
+    with open(path, "rb") as fh:
+        data = fh.read()
+    op = load_module(make_context(), data, path)
+    count = 0
+
+    def walk(o):
+        nonlocal count
+        count += 1
+        for region in o.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    walk(inner.operation)
+
+    walk(op)
+    return count
+
+
+if __name__ == "__main__":
+    sys.exit(main())
