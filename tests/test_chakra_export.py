@@ -312,10 +312,9 @@ def test_pipeline_default_directory_beside_output(tmp_path, capsys, monkeypatch)
     assert check_dir(str(tmp_path / "res" / "m.out.chakra")).ok
 
 
-WORKLOADS = sorted(f for f in os.listdir(SHARED) if f.endswith(".mlir")) if os.path.isdir(SHARED) else []
+WORKLOADS = sorted(f for f in os.listdir(SHARED) if f.endswith(".mlir"))
 
 
-@pytest.mark.skipif(not WORKLOADS, reason="../shared/workloads not present")
 @pytest.mark.parametrize("name", WORKLOADS)
 def test_workloads_export_check_simulate(name, annotate, tmp_path):
     a = annotate(open(os.path.join(SHARED, name)).read(), "a100-40gb")
@@ -353,8 +352,6 @@ SHARDED = [
 @pytest.mark.parametrize("path,propagate", SHARDED, ids=[p for p, _ in SHARDED])
 def test_sharded_programs_on_8_devices(path, propagate, tmp_path, capsys):
     src = os.path.join(DATA, path)
-    if not os.path.exists(src):
-        pytest.skip(f"{path} not present")
     out = tmp_path / "t"
     args = [src] + (["--propagate-shardings"] if propagate else []) + [
         "--annotate-cost=hardware=h100-sxm",

@@ -356,7 +356,6 @@ def _nbytes(t) -> int:
     return type_info(t).nbytes
 
 
-@pytest.mark.skipif(not os.path.exists(os.path.join(SHARED, "test_split_replica_groups.mlir")), reason="no shared workloads")
 def test_split_replica_groups_workload():
     module = load(open(os.path.join(SHARED, "test_split_replica_groups.mlir")).read())
     infos = decode_all(module)
@@ -364,7 +363,6 @@ def test_split_replica_groups_workload():
     assert [i.comm_bytes for i in infos] == [128 * 512 * 4] * 2
 
 
-@pytest.mark.skipif(not os.path.exists(os.path.join(SHARED, "jax_example.mlir")), reason="no shared workloads")
 def test_jax_example_single_replica():
     module = load(open(os.path.join(SHARED, "jax_example.mlir")).read())
     infos = decode_all(module)

@@ -162,7 +162,6 @@ def test_bad_options_are_one_line_errors(tmp_path, capsys):
     assert "granularity" in err and "no-such-system" in err and "8 devices" in err
 
 
-@pytest.mark.skipif(not os.path.exists(RESNET), reason="no shared workloads")
 def test_resnet_375_all_reduces(tmp_path):
     rc, text = run_opt(tmp_path, RESNET, "--extract-collectives=chakra=false system=a100-40gb-x4")
     assert rc == 0
@@ -182,7 +181,6 @@ def test_resnet_375_all_reduces(tmp_path):
 
 
 def test_chakra_export_integration(tmp_path):
-    pytest.importorskip("costmodel.chakra.export")
     out_dir = tmp_path / "trace"
     rc, _ = run_opt(
         tmp_path,
