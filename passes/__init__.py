@@ -81,26 +81,35 @@ def register_pass(info: PassInfo) -> PassInfo:
     return info
 
 
-def _load_builtin_passes() -> None:
-    # Importing the modules registers them.
-    from . import annotate_cost  # noqa: F401
+# Our passes: flag -> module of this package. Modules are imported on first use, so
+# running one pass does not pay for importing the others (numpy, protobuf ...).
+BUILTIN_PASSES = {
+    "annotate-cost": "annotate_cost",
+    "propagate-shardings": "propagate_shardings",
+    "extract-collectives": "extract_collectives",
+    "export-chakra": "export_chakra",
+}
+_ALL_LOADED = False
 
-    for optional in ("propagate_shardings", "extract_collectives", "export_chakra"):
-        try:
-            __import__(f"{__name__}.{optional}")
-        except ModuleNotFoundError as err:
-            if err.name != f"{__name__}.{optional}":
-                raise
+
+def _load(module: str) -> None:
+    __import__(f"{__name__}.{module}")  # importing a pass module registers it
 
 
 def all_passes() -> dict[str, PassInfo]:
-    if not _REGISTRY:
-        _load_builtin_passes()
+    """Every pass: ours (imported now) and any registered with register_pass()."""
+    global _ALL_LOADED
+    if not _ALL_LOADED:
+        for module in BUILTIN_PASSES.values():
+            _load(module)
+        _ALL_LOADED = True
     return dict(sorted(_REGISTRY.items()))
 
 
 def get_pass(argument: str) -> PassInfo | None:
-    return all_passes().get(argument)
+    if argument not in _REGISTRY and argument in BUILTIN_PASSES:
+        _load(BUILTIN_PASSES[argument])
+    return _REGISTRY.get(argument)
 
 
 def _convert(info: PassInfo, opt: PassOption, raw: str):

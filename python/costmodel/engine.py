@@ -189,6 +189,7 @@ class CostEngine:
         self.hardware_name = hardware_name
         self.diags = diagnostics
         self._attr_cache: dict = {}
+        self._signature_cache: dict = {}
         self._func_totals: dict[str, Totals] = {}
         self._in_progress: set[str] = set()
         self._funcs: dict[str, ir.Operation] = {}
@@ -327,6 +328,16 @@ class CostEngine:
             self._mark_unsupported(op, "no cost rule for this op")
             into.unsupported += 1
             return
+        key = None
+        if getattr(rule, "type_only", False):
+            # The cost depends on the op name and types alone: cost each signature once.
+            key = (name, tuple(v.type for v in op.operands), tuple(v.type for v in op.results))
+            hit = self._signature_cache.get(key)
+            if hit is not None:
+                cost, time_ns, bound, attr = hit
+                op.attributes[COST_ATTR] = attr
+                into.add_leaf(cost, time_ns, bound)
+                return
         try:
             cost = rule(op, self)
         except Unsupported as err:
@@ -334,10 +345,11 @@ class CostEngine:
             into.unsupported += 1
             return
         time_ns, bound = self.backend.estimate(cost)
-        op.attributes[COST_ATTR] = self._cost_attr(
-            cost.flops, cost.transcendentals, cost.bytes_read, cost.bytes_written, time_ns, bound
-        )
+        attr = self._cost_attr(cost.flops, cost.transcendentals, cost.bytes_read, cost.bytes_written, time_ns, bound)
+        op.attributes[COST_ATTR] = attr
         into.add_leaf(cost, time_ns, bound)
+        if key is not None:
+            self._signature_cache[key] = (cost, time_ns, bound, attr)
 
     # RuleEnv: one application of a scalar computation (reduce bodies ...)
     def apply_cost(self, region) -> OpCost:

@@ -999,6 +999,12 @@ CHLO_DECOMPOSED_OPS = frozenset(
 RULES.update({name: chlo_decomposition_rule for name in CHLO_DECOMPOSED_OPS if name not in RULES})
 
 
+# Rules whose result depends only on the op name and its operand/result types: the
+# engine costs each such signature once per run.
+for _rule in (default_rule, zero_rule, constant_rule, elementwise_rule):
+    _rule.type_only = True
+
+
 def rule_for(name: str) -> Rule | None:
     """The rule for an op name, or None when the table has none (the op is unsupported)."""
     return RULES.get(name)

@@ -13,7 +13,6 @@ point group `costmodel.backends` (so any installed package can add one) and thro
 
 from __future__ import annotations
 
-from importlib import metadata
 from typing import Protocol
 
 from ..hardware import HardwareSpec
@@ -44,7 +43,9 @@ def register_backend(name: str, cls: type) -> None:
     _REGISTERED[name] = cls
 
 
-def _entry_points() -> dict[str, metadata.EntryPoint]:
+def _entry_points() -> dict:
+    from importlib import metadata  # scanning installed metadata costs ~20 ms: only when needed
+
     try:
         eps = metadata.entry_points(group=ENTRY_POINT_GROUP)
     except TypeError:  # Python < 3.10 API
@@ -65,13 +66,13 @@ def list_backends() -> dict[str, str]:
 def get_backend(name: str) -> type:
     if name in _REGISTERED:
         return _REGISTERED[name]
-    eps = _entry_points()
-    if name in eps:
-        return eps[name].load()
-    if name == "roofline":  # also works from a source tree without installed metadata
+    if name == "roofline":  # built in: no entry-point scan (also works from a source tree)
         from .roofline import RooflineBackend
 
         return RooflineBackend
+    eps = _entry_points()
+    if name in eps:
+        return eps[name].load()
     raise BackendError(f"unknown backend '{name}' (known: {', '.join(list_backends())})")
 
 
