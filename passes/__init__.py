@@ -66,7 +66,7 @@ class PassInfo:
     def describe(self) -> str:
         lines = [f"  --{self.argument}  {self.summary}"]
         for o in self.options:
-            default = "" if o.default is None else f" (default: {o.default})"
+            default = "" if o.default in (None, "") else f" (default: {o.default})"
             lines.append(f"      {o.name}=<{o.type.__name__}>  {o.help}{default}")
         if self.extra_options_help:
             lines.append(f"      <key>=<value>  {self.extra_options_help}")

@@ -22,7 +22,7 @@ from costmodel.collectives import (
     sdy_meshes,
 )
 from costmodel.engine import COST_ATTR, SUMMARY_ATTR
-from costmodel.ir import InputError, ir
+from costmodel.ir import InputError, f64_attr, ir
 
 from . import PassError, PassInfo, PassOption, PassSession, register_pass
 
@@ -117,7 +117,7 @@ def _collective_attr(info: CollectiveInfo, algorithm: str, time_ns: float, execu
             "replica_groups": ir.StringAttr.get(info.groups_text()),
             "mode": ir.StringAttr.get(info.mode),
             "algorithm": ir.StringAttr.get(algorithm),
-            "time_ns": ir.FloatAttr.get_f64(time_ns),
+            "time_ns": f64_attr(time_ns),
             "executions": ir.IntegerAttr.get(i64, executions),
         }
     )
@@ -138,14 +138,14 @@ def _write_summary(module, system_name: str, per_kind: dict, ops: int, unsupport
     entries["collective_ops"] = ir.IntegerAttr.get(i64, ops)
     entries["collective_count"] = ir.IntegerAttr.get(i64, count)
     entries["collective_bytes"] = ir.IntegerAttr.get(i64, nbytes)
-    entries["comm_time_ns"] = ir.FloatAttr.get_f64(t)
+    entries["comm_time_ns"] = f64_attr(t)
     entries["collectives"] = ir.DictAttr.get(
         {
             kind: ir.DictAttr.get(
                 {
                     "count": ir.IntegerAttr.get(i64, v["count"]),
                     "bytes": ir.IntegerAttr.get(i64, v["bytes"]),
-                    "time_ns": ir.FloatAttr.get_f64(v["time_ns"]),
+                    "time_ns": f64_attr(v["time_ns"]),
                 }
             )
             for kind, v in sorted(per_kind.items())
@@ -154,6 +154,35 @@ def _write_summary(module, system_name: str, per_kind: dict, ops: int, unsupport
     if unsupported:
         entries["collective_unsupported_count"] = ir.IntegerAttr.get(i64, unsupported)
     module.attributes[SUMMARY_ATTR] = ir.DictAttr.get(entries)
+
+
+def _ensure_costed(module: ir.Operation, system, system_name: str, session: PassSession) -> None:
+    """A system names its per-device hardware, so `system=` alone costs a program: when
+    annotate-cost has not run, cost the compute with the roofline backend on the system's
+    hardware; when it ran for other hardware, say so."""
+    hw_name = getattr(system, "hardware", None)
+    summary = module.attributes[SUMMARY_ATTR] if SUMMARY_ATTR in module.attributes else None
+    if summary is not None and "total_time_ns" in ir.DictAttr(summary):
+        costed_for = ir.StringAttr(ir.DictAttr(summary)["hardware"]).value
+        if hw_name and costed_for != hw_name:
+            session.diagnostics.warning(
+                module.location,
+                f"compute was costed for hardware '{costed_for}' but system '{system_name}' has "
+                f"'{hw_name}' devices; pass --annotate-cost=\"hardware={hw_name}\" to cost them on the system's hardware",
+            )
+        return
+    if not hw_name:
+        return
+    from costmodel.backends import make_backend
+    from costmodel.engine import CostEngine
+    from costmodel.hardware import load_hardware
+
+    hardware = load_hardware(hw_name)
+    CostEngine(make_backend("roofline", hardware, {}), hardware.name, session.diagnostics, backend_name="roofline").run(module)
+    session.messages.append(
+        f"extract-collectives: the module had no costs; costed its compute with backend 'roofline' on "
+        f"'{hardware.name}', the hardware of system '{system_name}'"
+    )
 
 
 def run(module: ir.Operation, options: dict, session: PassSession) -> None:
@@ -165,6 +194,7 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
     system_name = getattr(system, "name", options["system"])
     timer = _Timer(system, options.get("algorithm") or None)
     diags = session.diagnostics
+    _ensure_costed(module, system, system_name, session)
     R, P = device_grid(module)
     meshes = sdy_meshes(module)
     num_npus = getattr(system, "num_npus", None)

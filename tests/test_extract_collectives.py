@@ -208,3 +208,25 @@ def test_permute_pair_onto_itself_costs_no_traffic(tmp_path):
     assert rc == 0
     ((_, c),) = collectives_of(load_out(text))
     assert c["time_ns"] == 0.0
+
+
+def test_system_alone_costs_compute_on_its_hardware(tmp_path, capsys):
+    """`system=` names the per-device hardware: no annotate-cost needed."""
+    rc, text = run_opt(tmp_path, RESNET, "--extract-collectives=system=a100-40gb-x4 chakra=false")
+    assert rc == 0
+    assert "the hardware of system 'a100-40gb-x4'" in capsys.readouterr().err
+    assert 'hardware = "a100-40gb"' in text and 'backend = "roofline"' in text
+    assert "unsupported_count = 0 : i64" in text
+
+
+def test_hardware_mismatch_with_system_warns(tmp_path, capsys):
+    rc, _ = run_opt(tmp_path, RESNET, "--annotate-cost=hardware=h100-sxm", "--extract-collectives=system=a100-40gb-x4 chakra=false")
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert "warning: compute was costed for hardware 'h100-sxm' but system 'a100-40gb-x4' has 'a100-40gb'" in err
+
+
+def test_times_print_as_decimals_not_hex(tmp_path):
+    rc, text = run_opt(tmp_path, RESNET, "--annotate-cost=hardware=a100-40gb", "--extract-collectives=system=a100-40gb-x4 chakra=false")
+    assert rc == 0
+    assert re.search(r"0x[0-9A-F]{16} : f64", text) is None

@@ -154,3 +154,14 @@ def test_costmodel_ir_does_not_import_numpy():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "dense<[[0, 1]]> : tensor<1x2xi64>"
+
+
+@pytest.mark.parametrize("value", [10215264.0, 1e6, 123456789.0, 0.25, 3.0, 857579.6757554583])
+def test_f64_attr_prints_decimal_and_keeps_value(value):
+    from costmodel.ir import f64_attr, ir, make_context
+
+    with make_context():
+        attr = f64_attr(value)
+        text = str(attr)
+        assert not text.startswith("0x"), text
+        assert abs(ir.FloatAttr(attr).value - value) <= abs(value) * 1e-15

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .ir import DiagnosticEngine, ir
+from .ir import DiagnosticEngine, f64_attr, ir
 from .rules import REGION_OPS, NotDecomposed, OpCost, Unsupported, rule_for
 from .shapes import type_info
 
@@ -211,7 +211,7 @@ class CostEngine:
                 "transcendentals": ir.IntegerAttr.get(i64, transc),
                 "bytes_read": ir.IntegerAttr.get(i64, br),
                 "bytes_written": ir.IntegerAttr.get(i64, bw),
-                "time_ns": ir.FloatAttr.get_f64(time_ns),
+                "time_ns": f64_attr(time_ns),
                 "bound": ir.StringAttr.get(bound),
             }
             if trip_count is not None:
@@ -260,10 +260,10 @@ class CostEngine:
             "total_bytes": ir.IntegerAttr.get(i64, total.bytes_read + total.bytes_written),
             "total_bytes_read": ir.IntegerAttr.get(i64, total.bytes_read),
             "total_bytes_written": ir.IntegerAttr.get(i64, total.bytes_written),
-            "total_time_ns": ir.FloatAttr.get_f64(total.time_ns),
-            "compute_bound_time_ns": ir.FloatAttr.get_f64(total.time_by_bound["compute"]),
-            "memory_bound_time_ns": ir.FloatAttr.get_f64(total.time_by_bound["memory"]),
-            "overhead_bound_time_ns": ir.FloatAttr.get_f64(total.time_by_bound["overhead"]),
+            "total_time_ns": f64_attr(total.time_ns),
+            "compute_bound_time_ns": f64_attr(total.time_by_bound["compute"]),
+            "memory_bound_time_ns": f64_attr(total.time_by_bound["memory"]),
+            "overhead_bound_time_ns": f64_attr(total.time_by_bound["overhead"]),
             "op_count": ir.IntegerAttr.get(i64, self.op_count),
             "unsupported_count": ir.IntegerAttr.get(i64, sum(self.unsupported_ops.values())),
         }

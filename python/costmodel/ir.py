@@ -407,3 +407,20 @@ def write_atomically(path: str, data: bytes) -> None:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def f64_attr(value: float):
+    """An f64 FloatAttr that prints as a decimal literal.
+
+    MLIR prints an integral double it cannot write in 6-digit scientific form (e.g.
+    10215264.0) as a hex bit pattern; moving such a value by one ulp (a relative change
+    of 1e-16) makes it print as a plain decimal. Needs an active context.
+    """
+    import math
+
+    value = float(value)
+    if value == int(value) and abs(value) >= 1e6 and math.isfinite(value):
+        digits = f"{value:.5e}"
+        if float(digits) != value:
+            value = math.nextafter(value, math.inf)
+    return ir.FloatAttr.get_f64(value)
