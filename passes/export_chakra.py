@@ -28,27 +28,30 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
     run_from_pass(module, system, dict(options, chakra=True), session)
 
 
+# The trace options, shared with extract-collectives (which writes the trace at its end).
+SYSTEM_OPTION = PassOption(
+    "system",
+    str,
+    DEFAULT_SYSTEM,
+    "system preset (see `costmodel systems list`) or path to a system .json file",
+)
+CHAKRA_OPTIONS = (
+    PassOption(
+        "chakra-dir",
+        str,
+        "",
+        "trace directory (default: <output stem>.chakra/ beside -o, else ./chakra/)",
+    ),
+    PassOption("chakra-prefix", str, "trace", "trace file prefix: DIR/<prefix>.<rank>.et"),
+    PassOption("granularity", str, "region", "compute nodes: op (one per op) or region (merged chains)"),
+    PassOption("simulate", bool, False, "run the built-in simulator on the trace and print the step time"),
+)
+
 INFO = register_pass(
     PassInfo(
         argument="export-chakra",
         summary="Write the Chakra execution trace (one .et per rank + ASTRA-sim configs) of an annotated module",
-        options=(
-            PassOption(
-                "system",
-                str,
-                DEFAULT_SYSTEM,
-                "system preset (see `costmodel systems list`) or path to a system .json file",
-            ),
-            PassOption(
-                "chakra-dir",
-                str,
-                "",
-                "trace directory (default: <output stem>.chakra/ beside -o, else ./chakra/)",
-            ),
-            PassOption("chakra-prefix", str, "trace", "trace file prefix: DIR/<prefix>.<rank>.et"),
-            PassOption("granularity", str, "region", "compute nodes: op (one per op) or region (merged chains)"),
-            PassOption("simulate", bool, False, "run the built-in simulator on the trace and print the step time"),
-        ),
+        options=(SYSTEM_OPTION, *CHAKRA_OPTIONS),
         run=run,
     )
 )

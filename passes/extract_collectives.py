@@ -25,9 +25,9 @@ from costmodel.engine import COST_ATTR, SUMMARY_ATTR
 from costmodel.ir import InputError, f64_attr, ir
 
 from . import PassError, PassInfo, PassOption, PassSession, register_pass
+from .export_chakra import CHAKRA_OPTIONS, SYSTEM_OPTION
 
 COLLECTIVE_ATTR = "costmodel.collective"
-DEFAULT_SYSTEM = "dgx-h100"
 GRANULARITIES = ("op", "region")
 # Distinct groups timed per op; beyond this the op's time is the max over the first ones
 # (groups of one op almost always have the same shape on the network).
@@ -258,23 +258,10 @@ INFO = register_pass(
         argument="extract-collectives",
         summary="Annotate every collective with costmodel.collective (devices, bytes, time) and add totals to costmodel.summary",
         options=(
-            PassOption(
-                "system",
-                str,
-                DEFAULT_SYSTEM,
-                "system preset (see `costmodel systems list`) or path to a system .json file",
-            ),
+            SYSTEM_OPTION,
             PassOption("algorithm", str, "", "force a collective algorithm (ring, tree, direct, halving_doubling)"),
             PassOption("chakra", bool, True, "also write the Chakra execution trace for ASTRA-sim"),
-            PassOption(
-                "chakra-dir",
-                str,
-                "",
-                "trace directory (default: <output stem>.chakra/ beside -o, else ./chakra/)",
-            ),
-            PassOption("chakra-prefix", str, "trace", "trace file prefix: DIR/<prefix>.<rank>.et"),
-            PassOption("granularity", str, "region", "Chakra compute nodes: op (one per op) or region (merged chains)"),
-            PassOption("simulate", bool, False, "run the built-in simulator on the trace and print the step time"),
+            *CHAKRA_OPTIONS,
         ),
         run=run,
     )

@@ -22,6 +22,7 @@ import dataclasses
 import re
 from typing import Iterator
 
+from .commmodel import KINDS as COMM_KINDS
 from .ir import ir
 from .shapes import type_info
 
@@ -40,29 +41,9 @@ __all__ = [
     "sdy_meshes",
 ]
 
-# Kinds as ASTRA-sim / the communication model know them, plus Shardy's local all_slice.
-KINDS = (
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "all_to_all",
-    "collective_permute",
-    "collective_broadcast",
-    "send",
-    "recv",
-    "all_slice",
-)
-
-_HLO_KINDS = (
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "all_to_all",
-    "collective_permute",
-    "collective_broadcast",
-    "send",
-    "recv",
-)
+# Kinds as the communication model knows them, plus Shardy's local all_slice.
+_HLO_KINDS = COMM_KINDS
+KINDS = (*COMM_KINDS, "all_slice")
 _OP_KIND: dict[str, str] = {}
 for _d in ("stablehlo", "mhlo"):
     for _k in _HLO_KINDS:
