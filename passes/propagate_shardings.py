@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 
 from costmodel import gspmd
-from costmodel.ir import ir, passmanager
+from costmodel.ir import ir, passmanager, walk_ops
 
 from . import PassError, PassInfo, PassOption, PassSession, register_pass
 
@@ -38,14 +38,6 @@ TO_LOCAL = "builtin.module(sdy-convert-global-to-local)"
 _ALLOWED_SDY_LOCAL = {"sdy.mesh"}
 
 
-def _walk(op: ir.Operation):
-    for region in op.regions:
-        for block in region.blocks:
-            for child in block.operations:
-                yield child.operation
-                yield from _walk(child.operation)
-
-
 def _has_sdy_attr(attrs) -> bool:
     for i in range(len(attrs)):
         if attrs[i].name.startswith("sdy."):
@@ -54,7 +46,7 @@ def _has_sdy_attr(attrs) -> bool:
 
 
 def module_has_shardy(module: ir.Operation) -> bool:
-    for op in _walk(module):
+    for op in walk_ops(module):
         if op.name.startswith("sdy."):
             return True
         if _has_sdy_attr(op.attributes):
@@ -124,7 +116,7 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
     _run_pipeline(module, TO_LOCAL, session, "sdy-convert-global-to-local")
 
     leftovers = {}
-    for op in _walk(module):
+    for op in walk_ops(module):
         if op.name.startswith("sdy.") and op.name not in _ALLOWED_SDY_LOCAL:
             leftovers.setdefault(op.name, op)
     for name, op in leftovers.items():

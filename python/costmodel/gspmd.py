@@ -36,7 +36,7 @@ import re
 
 import numpy as np
 
-from .ir import DiagnosticEngine, ir
+from .ir import DiagnosticEngine, ir, walk_ops
 
 __all__ = [
     "HloSharding",
@@ -614,14 +614,6 @@ def _str_attr(attr) -> str | None:
         return None
 
 
-def _walk(op: ir.Operation):
-    for region in op.regions:
-        for block in region.blocks:
-            for child in block.operations:
-                yield child.operation
-                yield from _walk(child.operation)
-
-
 def _dict_items(attr) -> dict:
     d = ir.DictAttr(attr)
     return {d[i].name: d[i].attr for i in range(len(d))}
@@ -657,7 +649,7 @@ def _unspecified_dims(op: ir.Operation) -> tuple[int, ...]:
 
 
 def module_has_gspmd_shardings(module: ir.Operation) -> bool:
-    for op in _walk(module):
+    for op in walk_ops(module):
         if SHARDING_ATTR in op.attributes:
             return True
         if op.name == "func.func":
@@ -684,7 +676,7 @@ def convert_module(module: ir.Operation, diagnostics: DiagnosticEngine) -> bool:
     """
     ok = True
     sites = []  # (kind, op, index, HloSharding)
-    for op in _walk(module):
+    for op in walk_ops(module):
         if op.name == "func.func":
             ins, outs = _func_types(op)
             for key, types in (("arg_attrs", ins), ("res_attrs", outs)):

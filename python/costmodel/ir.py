@@ -424,3 +424,13 @@ def f64_attr(value: float):
         if float(digits) != value:
             value = math.nextafter(value, math.inf)
     return ir.FloatAttr.get_f64(value)
+
+
+def walk_ops(op):
+    """Every op nested in `op`'s regions, pre-order (not `op` itself)."""
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.operations:
+                child = child.operation
+                yield child
+                yield from walk_ops(child)
