@@ -49,6 +49,10 @@ class PassSession:
     chunk_index: int | None = None  # with --split-input-file
     cwd: str = dataclasses.field(default_factory=os.getcwd)
     messages: list[str] = dataclasses.field(default_factory=list)  # one-line stderr notes
+    # Where passes stage the files they write (a `costmodel.outputs.OutputSet`): the
+    # driver commits them with the -o file once the whole pipeline succeeded. None:
+    # a pass writes its outputs at once (library use).
+    outputs: Any = None
 
 
 RunFn = Callable[[ir.Operation, dict, PassSession], None]

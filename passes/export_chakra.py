@@ -21,6 +21,9 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
     from costmodel.hardware import SpecError
     from costmodel.systems import load_system
 
+    from .extract_collectives import refuse_unpartitioned
+
+    refuse_unpartitioned(module, "export-chakra", session)
     try:
         system = load_system(options["system"])
     except SpecError as err:

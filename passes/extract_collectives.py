@@ -185,11 +185,22 @@ def _ensure_costed(module: ir.Operation, system, system_name: str, session: Pass
     )
 
 
+def refuse_unpartitioned(module: ir.Operation, pass_name: str, session: PassSession) -> None:
+    """Error out on a sharded program that was not partitioned (see costmodel.partitioning)."""
+    from costmodel.partitioning import find_unpartitioned_sharding, unpartitioned_message
+
+    found = find_unpartitioned_sharding(module)
+    if found is not None:
+        session.diagnostics.error(found.op.location, unpartitioned_message(pass_name, found))
+        raise PassError("unpartitioned module")
+
+
 def run(module: ir.Operation, options: dict, session: PassSession) -> None:
     if options["granularity"] not in GRANULARITIES:
         raise InputError(
             f"pass 'extract-collectives': option 'granularity' expects op or region, got '{options['granularity']}'"
         )
+    refuse_unpartitioned(module, "extract-collectives", session)
     system = _load_system(options["system"])
     system_name = getattr(system, "name", options["system"])
     timer = _Timer(system, options.get("algorithm") or None)

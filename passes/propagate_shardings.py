@@ -13,7 +13,8 @@ Steps (all but the first are Shardy passes registered in the bindings):
 4. (per-device=true, the default) `sdy-convert-global-to-local`: local shapes, the `sdy`
    collectives become `stablehlo` collectives with replica_groups, channel handles and
    use_global_device_ids; `mhlo.num_partitions` (the mesh size) and `mhlo.num_replicas = 1`
-   are set on the module.
+   are set on the module, and the unit attribute `costmodel.partitioned` marks it as the
+   per-device program (running the pass again leaves it unchanged, with a warning).
 
 A module without any sharding (no `sdy.*` op or attribute, no `mhlo.sharding`) passes
 through unchanged. See docs/sharding.md.
@@ -25,6 +26,7 @@ import math
 
 from costmodel import gspmd
 from costmodel.ir import ir, passmanager, walk_ops
+from costmodel.partitioning import PARTITIONED_ATTR, is_marked_partitioned, mark_partitioned
 
 from . import PassError, PassInfo, PassOption, PassSession, register_pass
 
@@ -95,6 +97,14 @@ def _mesh_sizes(module: ir.Operation) -> dict[str, int]:
 
 def run(module: ir.Operation, options: dict, session: PassSession) -> None:
     diags = session.diagnostics
+    if is_marked_partitioned(module):
+        # Partitioning the per-device program again would shard it a second time
+        # (shapes divided again, collectives doubled).
+        diags.warning(
+            module.location,
+            f"propagate-shardings: the module is already partitioned ({PARTITIONED_ATTR}); left unchanged",
+        )
+        return
     has_sdy = module_has_shardy(module)
     if not has_sdy:
         if not gspmd.module_has_gspmd_shardings(module):
@@ -132,6 +142,7 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
             module.attributes["mhlo.num_partitions"] = ir.IntegerAttr.get(i32, n)
         if "mhlo.num_replicas" not in module.attributes:
             module.attributes["mhlo.num_replicas"] = ir.IntegerAttr.get(i32, 1)
+    mark_partitioned(module)
 
 
 INFO = register_pass(

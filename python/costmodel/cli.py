@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -38,19 +39,42 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args.func(args) or 0)
+        rc = int(args.func(args) or 0)
+        sys.stdout.flush()
+        return rc
     except CommandError as err:
         sys.stderr.write(f"{PROG}: error: {err}\n")
         return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
+        _silence_stdout()
         return 0
+    except OSError as err:
+        from .outputs import OutputError
+
+        if isinstance(err, OutputError):
+            sys.stderr.write(f"{PROG}: error: {err}\n")
+            return 1
+        if err.filename is None:  # stdout on a full device (`> /dev/full`) and the like
+            _silence_stdout()
+            sys.stderr.write(f"{PROG}: error: cannot write to standard output: {err.strerror or err}\n")
+            return 1
+        raise
     except Exception as err:
         if isinstance(err, _user_error_types()):
             sys.stderr.write(f"{PROG}: error: {err}\n")
             return 1
         raise
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null so that the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def _user_error_types() -> tuple[type, ...]:

@@ -356,10 +356,11 @@ class Prepared:
 class Runner:
     """One MLIR context + pass manager per chunk (chunks are independent, as in mlir-opt)."""
 
-    def __init__(self, opts: Options, steps: list[Step], source_name: str) -> None:
+    def __init__(self, opts: Options, steps: list[Step], source_name: str, outputs=None) -> None:
         self.opts = opts
         self.steps = steps
         self.source_name = source_name
+        self.outputs = outputs  # costmodel.outputs.OutputSet shared by every chunk
 
     def prepare(self, chunk_index: int | None = None) -> Prepared:
         """A fresh context, diagnostics and pass manager holding every step.
@@ -380,6 +381,7 @@ class Runner:
             output_path=opts.output if opts.output not in (None, "-") else None,
             input_path=None if opts.input == "-" else opts.input,
             chunk_index=chunk_index,
+            outputs=self.outputs,
         )
 
         def handler(d) -> bool:
@@ -516,7 +518,9 @@ def _err(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        return _main(sys.argv[1:] if argv is None else list(argv))
+        rc = _main(sys.argv[1:] if argv is None else list(argv))
+        sys.stdout.flush()
+        return rc
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -527,6 +531,19 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, ValueError):
             pass
         return 0
+    except OSError as err:  # stdout on a full device (`> /dev/full`) and the like
+        _silence_stdout()
+        _err(f"cannot write to standard output: {err.strerror or err}")
+        return 1
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null so that the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def _main(argv: list[str]) -> int:
@@ -547,26 +564,52 @@ def _main(argv: list[str]) -> int:
         sys.stdout.write(f"{PROG} (stablehlo-costmodel) {__version__}\n")
         return 0
 
-    from costmodel.ir import MLIR_BYTECODE_MAGIC, InputError, write_atomically
-    from costmodel.verify import verify_diagnostics
+    from costmodel.ir import InputError
+    from costmodel.outputs import OutputError, OutputSet
 
+    outputs = OutputSet()
     try:
-        steps = build_steps(opts)
-        source_name = "<stdin>" if opts.input == "-" else opts.input
-        runner = Runner(opts, steps, source_name)
-        # Unknown MLIR passes and bad options are reported before the input is read.
-        first = runner.prepare()
-        data, _ = read_input(opts.input)
+        return _run_all(opts, outputs)
     except InputError as err:
         _err(str(err))
         return 1
+    except OutputError as err:
+        _err(str(err))
+        return 1
+    finally:
+        outputs.discard()  # whatever a failed or interrupted run staged
+
+
+def _write_stdout(data: bytes) -> None:
+    from costmodel.outputs import OutputError
+
+    try:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as err:  # e.g. `> /dev/full`
+        raise OutputError("<stdout>", err.strerror or str(err)) from None
+
+
+def _run_all(opts: Options, outputs) -> int:
+    from costmodel.ir import MLIR_BYTECODE_MAGIC, InputError
+    from costmodel.verify import verify_diagnostics
+
+    steps = build_steps(opts)
+    source_name = "<stdin>" if opts.input == "-" else opts.input
+    runner = Runner(opts, steps, source_name, outputs)
+    # Unknown MLIR passes and bad options are reported before the input is read.
+    first = runner.prepare()
+    data, _ = read_input(opts.input)
 
     if opts.split_input_file and not data.startswith(MLIR_BYTECODE_MAGIC):
         chunks = split_chunks(data, opts.split_marker)
     else:
         chunks = [data]
 
-    outputs: list[bytes] = []
+    outputs_text: list[bytes] = []
     ok = True
     for idx, chunk in enumerate(chunks):
         try:
@@ -599,28 +642,25 @@ def _main(argv: list[str]) -> int:
             if not res.ok:
                 ok = False
         if res.ok:
-            outputs.append(res.output)
+            outputs_text.append(res.output)
     sys.stderr.flush()
 
-    payload = _join(outputs, opts)
+    payload = _join(outputs_text, opts)
+    to_file = bool(opts.output and opts.output != "-")
     if not ok:
-        # As mlir-opt: the chunks that succeeded still go to stdout, but an -o file is
-        # only ever written whole, on success.
-        if outputs and not (opts.output and opts.output != "-"):
-            sys.stdout.flush()
-            sys.stdout.buffer.write(payload)
-            sys.stdout.flush()
+        # As mlir-opt: the chunks that succeeded still go to stdout, but an -o file (and
+        # any trace directory) is only ever written whole, on success.
+        outputs.discard()
+        if outputs_text and not to_file:
+            _write_stdout(payload)
         return 1
-    if opts.output and opts.output != "-":
-        try:
-            write_atomically(opts.output, payload)
-        except OSError as err:
-            _err(f"cannot write '{opts.output}': {err.strerror}")
-            return 1
-    else:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(payload)
-        sys.stdout.flush()
+    # Every output of the run (trace directories staged by the passes, the -o file) is
+    # committed together, now that the whole pipeline succeeded.
+    if to_file:
+        outputs.stage_file(opts.output, payload)
+    outputs.commit()
+    if not to_file:
+        _write_stdout(payload)
     return 0
 
 

@@ -397,16 +397,12 @@ class captured_stderr:
 
 
 def write_atomically(path: str, data: bytes) -> None:
-    """Write `data` to `path` through a temp file + rename: never a half-written file."""
-    directory = os.path.dirname(os.path.abspath(path)) or "."
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    """Write one output file safely (`costmodel.outputs.write_file`): regular files
+    through a temp file + rename (mode kept, symlinks followed), devices and pipes
+    streamed to, never replaced. Raises `costmodel.outputs.OutputError` (an OSError)."""
+    from costmodel.outputs import write_file
+
+    write_file(path, data)
 
 
 def f64_attr(value: float):

@@ -5,6 +5,17 @@
 // RUN: stablehlo-opt %s --split-input-file --propagate-shardings=per-device=false | FileCheck %s --check-prefix=GLOBAL
 // RUN: not stablehlo-opt %data/sharded/bad_gspmd.mlir --propagate-shardings 2>&1 | FileCheck %s --check-prefix=ERR
 // RUN: not stablehlo-opt %data/sharded/shard_map_gspmd.mlir --propagate-shardings 2>&1 | FileCheck %s --check-prefix=MANUAL
+// RUN: stablehlo-opt %data/sharded/tp_mlp.mlir --propagate-shardings --propagate-shardings 2>&1 | FileCheck %s --check-prefix=TWICE
+// RUN: not stablehlo-opt %data/sharded/tp_mlp.mlir --extract-collectives="chakra=false system=dgx-h100" 2>&1 | FileCheck %s --check-prefix=FORGOT
+
+// The second run finds the marker and leaves the per-device program alone (shapes are
+// divided once, the all-reduce is there once).
+// TWICE: warning: propagate-shardings: the module is already partitioned (costmodel.partitioned); left unchanged
+// TWICE: module @{{.*}} attributes {costmodel.partitioned
+// TWICE-COUNT-1: stablehlo.all_reduce
+// TWICE-NOT: stablehlo.all_reduce
+// A sharded program that was not partitioned is refused by extract-collectives.
+// FORGOT: tp_mlp.mlir:3:3: error: extract-collectives: the module is sharded but not partitioned (%arg1 of @main has sdy.sharding=#sdy.sharding<@mesh, [{}, {"d"}]> and is used by 'stablehlo.dot_general'); every rank would run the global program with no collectives. Run --propagate-shardings first
 
 // A malformed GSPMD string: an error at the function, quoting the string; no traceback.
 // ERR: bad_gspmd.mlir:4:3: error: bad sharding '{devices=[8]<=[4]}': iota over 4 devices for tile dimensions [8] (8 devices)
@@ -14,7 +25,7 @@
 
 // Shardy input: DP x TP MLP on a 2x4 mesh; the row-parallel matmul needs an all-reduce
 // over "model" (groups of 4 consecutive devices).
-// CHECK-LABEL: module @shardy attributes {mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32}
+// CHECK-LABEL: module @shardy attributes {costmodel.partitioned, mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32}
 // CHECK: func.func public @main(%arg0: tensor<8x32xf32> {{.*}}, %arg1: tensor<32x16xf32> {{.*}}, %arg2: tensor<16x32xf32> {{.*}}) -> (tensor<8x32xf32>
 // CHECK: stablehlo.dot_general {{.*}} -> tensor<8x16xf32>
 // CHECK: "stablehlo.all_reduce"(%{{.*}}) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = dense<{{\[\[}}0, 1, 2, 3], [4, 5, 6, 7]]> : tensor<2x4xi64>, use_global_device_ids}>
@@ -60,7 +71,7 @@ module @reshards attributes {mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 
 // GSPMD input (what JAX emits with jax_use_shardy_partitioner=False): the strings become
 // one mesh ["axis_0"=2, "axis_1"=4] (iota [8] and [2,4]T(1,0) share it), then the same
 // partitioning as the Shardy version above.
-// CHECK-LABEL: module @gspmd attributes {mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32}
+// CHECK-LABEL: module @gspmd attributes {costmodel.partitioned, mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32}
 // CHECK: sdy.mesh @mesh = <["axis_0"=2, "axis_1"=4]>
 // CHECK: func.func public @main(%arg0: tensor<8x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"axis_0"}, {}]>}, %arg1: tensor<32x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {"axis_1"}]>}, %arg2: tensor<16x32xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"axis_1"}, {}]>})
 // CHECK-NOT: mhlo.sharding

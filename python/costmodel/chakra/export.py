@@ -754,6 +754,7 @@ class ExportResult:
     manifest: dict
     template: TemplateGraph
     graphs: RankGraphs
+    staged: str | None = None  # where the directory can be read before the run commits
 
 
 def _system_texts(system) -> dict[str, str]:
@@ -820,43 +821,22 @@ def is_our_trace_dir(path: str) -> bool:
         return False
 
 
-def write_trace_dir(directory: str, files: dict[str, bytes]) -> None:
-    """Write all `files` into `directory` at once: staged in a sibling temp dir, then
-    renamed into place. An existing directory is replaced only when it is empty or one
-    of our trace directories."""
-    directory = os.path.abspath(directory)
-    parent = os.path.dirname(directory)
-    base = os.path.basename(directory)
-    if os.path.exists(directory):
-        if not os.path.isdir(directory):
-            raise InputError(f"Chakra output '{directory}' exists and is not a directory")
-        if os.listdir(directory) and not is_our_trace_dir(directory):
-            raise InputError(
-                f"Chakra output directory '{directory}' exists and is not a trace directory written by "
-                "stablehlo-costmodel; remove it or choose another chakra-dir"
-            )
+def write_trace_dir(directory: str, files: dict[str, bytes], outputs=None) -> str:
+    """Write all `files` as the trace directory `directory` (costmodel.outputs rules: an
+    existing directory is replaced only when it is empty or one of ours, and only the
+    files we wrote are removed). With an `OutputSet`, the directory is only staged and
+    the staged path returned; the run commits it with its other outputs."""
+    from costmodel.outputs import OutputError, OutputSet
+
     try:
-        os.makedirs(parent, exist_ok=True)
-    except OSError as err:
-        raise InputError(f"cannot create '{parent}': {err.strerror}") from None
-    tag = f"{os.getpid()}.{time.monotonic_ns()}"
-    tmp = os.path.join(parent, f".{base}.tmp{tag}")
-    old = os.path.join(parent, f".{base}.old{tag}")
-    try:
-        os.mkdir(tmp)
-        for name, data in files.items():
-            with open(os.path.join(tmp, name), "wb") as fh:
-                fh.write(data)
-        if os.path.exists(directory):
-            os.rename(directory, old)
-        os.rename(tmp, directory)
-    except OSError as err:
-        raise InputError(f"cannot write the Chakra trace to '{directory}': {err.strerror or err}") from None
-    finally:
-        if os.path.exists(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
-        if os.path.exists(old):
-            shutil.rmtree(old, ignore_errors=True)
+        if outputs is not None:
+            return outputs.stage_dir(directory, files, GENERATOR)
+        with OutputSet() as outs:
+            outs.stage_dir(directory, files, GENERATOR)
+            outs.commit()
+        return os.path.abspath(directory)
+    except OutputError as err:
+        raise InputError(str(err)) from None
 
 
 def export_module(
@@ -871,8 +851,11 @@ def export_module(
     comm_time: Callable | None = None,
     system_files: dict[str, str] | None = None,
     source: str | None = None,
+    outputs=None,
 ) -> ExportResult:
-    """Build and write the trace directory for `module` on `system`."""
+    """Build and write the trace directory for `module` on `system` (staged in
+    `outputs`, a `costmodel.outputs.OutputSet`, when given: `ExportResult.staged` is
+    then where it can be read until the run commits)."""
     _check_prefix(prefix)
     template = build_template(module, granularity, decode=decode, diags=diags)
     devices = template.num_devices
@@ -921,6 +904,7 @@ def export_module(
         for k, v in c.items():
             totals[k] = totals.get(k, 0) + v
     args = astra_sim_args(prefix, bool(graphs.comm_groups))
+    directory = expand_path(directory)
     abs_dir = os.path.abspath(directory)
     manifest = {
         "generator": GENERATOR,
@@ -957,9 +941,16 @@ def export_module(
         },
         "warnings": template.warnings,
     }
+    manifest["written_files"] = sorted([*files, MANIFEST])
     files[MANIFEST] = (json.dumps(manifest, indent=2) + "\n").encode()
-    write_trace_dir(directory, files)
-    return ExportResult(abs_dir, num_ranks, manifest, template, graphs)
+    staged = write_trace_dir(directory, files, outputs)
+    return ExportResult(abs_dir, num_ranks, manifest, template, graphs, staged=staged)
+
+
+def expand_path(path: str) -> str:
+    from costmodel.outputs import expand_path as _expand
+
+    return _expand(path)
 
 
 def _check_prefix(prefix: str) -> None:
@@ -973,7 +964,7 @@ def _check_prefix(prefix: str) -> None:
 
 
 def resolve_output_dir(options: dict, session) -> str:
-    given = options.get("chakra-dir") or ""
+    given = expand_path(options.get("chakra-dir") or "")
     cwd = getattr(session, "cwd", None) or os.getcwd()
     if given:
         path = given if os.path.isabs(given) else os.path.join(cwd, given)
@@ -1018,6 +1009,7 @@ def run_from_pass(module: ir.Operation, system, options: dict, session) -> Expor
         granularity=granularity,
         diags=session.diagnostics,
         source=getattr(session, "input_path", None),
+        outputs=getattr(session, "outputs", None),
     )
     cwd = getattr(session, "cwd", None) or os.getcwd()
     counts = result.manifest["node_counts"]
@@ -1033,6 +1025,6 @@ def run_from_pass(module: ir.Operation, system, options: dict, session) -> Expor
     if options.get("simulate"):
         from ..simulate import simulate_dir
 
-        report = simulate_dir(result.directory, system=system)
+        report = simulate_dir(result.staged or result.directory, system=system)
         session.messages.append("simulate: " + report.one_line())
     return result

@@ -49,7 +49,7 @@ def _run(args) -> int:
         try:
             write_atomically(args.trace, chrome_trace_bytes(report.records, len(report.ranks)))
         except OSError as err:
-            raise CommandError(f"cannot write {args.trace}: {err.strerror}") from None
+            raise CommandError(str(err) if err.strerror is None else f"cannot write '{args.trace}': {err.strerror}") from None
     if args.json:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
     else:

@@ -1,0 +1,147 @@
+"""Is a module the per-device program, or a sharded program not yet partitioned?
+
+`propagate-shardings` marks the module it partitioned with the unit attribute
+`costmodel.partitioned` (the Shardy shardings stay on it for reference, so they alone
+cannot tell). Passes that need the per-device program (`extract-collectives`,
+`export-chakra`) call `find_unpartitioned_sharding` and refuse a module that still
+computes on sharded global values: writing a trace of 8 ranks that each run the global
+program with no collective would be a silently wrong answer.
+
+A value counts as "computed on while sharded" when it carries a non-replicated sharding
+(Shardy `sdy.sharding`, or a tiled GSPMD `mhlo.sharding`) and some op other than a
+manual-computation boundary uses it. `shard_map` programs (`sdy.manual_computation`,
+whose bodies are per-device already) therefore pass, and so do programs whose
+communication Shardy already made explicit (`sdy.all_gather` ... on global shapes, from
+`propagate-shardings{per-device=false}`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from costmodel.ir import ir, walk_ops
+
+PARTITIONED_ATTR = "costmodel.partitioned"
+
+# Ops through which a sharded global value may flow in a per-device program.
+_BOUNDARY_OPS = {"sdy.manual_computation", "func.return", "func.call", "sdy.return"}
+_MANUAL_CUSTOM_CALLS = {"SPMDFullToShardShape", "SPMDShardToFullShape"}
+# Ops that only exist before partitioning.
+_PRE_PARTITION_OPS = {"sdy.sharding_constraint", "sdy.reshard"}
+
+# Shardy collectives on global shapes (`propagate-shardings{per-device=false}`): the
+# program's communication is explicit already.
+_SDY_COLLECTIVES = {
+    "sdy.all_gather",
+    "sdy.all_slice",
+    "sdy.all_reduce",
+    "sdy.all_to_all",
+    "sdy.collective_permute",
+    "sdy.reduce_scatter",
+}
+
+_DIMS_RE = re.compile(r"\[\{.*?\}\]")
+
+
+@dataclass(frozen=True)
+class Unpartitioned:
+    op: object  # the op whose location to report
+    what: str  # e.g. "%arg0 of @main (#sdy.sharding<@mesh, [{\"d\"}, {}]>) used by stablehlo.dot_general"
+
+
+def is_marked_partitioned(module) -> bool:
+    return PARTITIONED_ATTR in module.attributes
+
+
+def mark_partitioned(module) -> None:
+    with module.context:
+        module.attributes[PARTITIONED_ATTR] = ir.UnitAttr.get()
+
+
+def _sdy_is_sharded(text: str) -> bool:
+    """True if an sdy sharding text shards some dimension along an axis."""
+    for m in _DIMS_RE.finditer(text):
+        if '"' in m.group(0):
+            return True
+    return False
+
+
+def _gspmd_is_tiled(text: str) -> bool:
+    t = text.strip().strip('"')
+    if "devices=" not in t or "manual" in t or "maximal" in t:
+        return False
+    if "last_tile_dim_replicate" in t or "last_tile_dims" in t:
+        # tiled only if some non-replicated tile dimension is larger than 1
+        m = re.search(r"devices=\[([0-9,]+)\]", t)
+        if m:
+            dims = [int(x) for x in m.group(1).split(",") if x]
+            return any(d > 1 for d in dims[:-1])
+    return True
+
+
+def _sharding_text(attrs) -> str | None:
+    for key in ("sdy.sharding", "mhlo.sharding"):
+        if key in attrs:
+            return key + "=" + str(attrs[key])
+    return None
+
+
+def _is_sharded(text: str) -> bool:
+    key, _, value = text.partition("=")
+    return _sdy_is_sharded(value) if key == "sdy.sharding" else _gspmd_is_tiled(value)
+
+
+def _is_boundary(user) -> bool:
+    if user.name in _BOUNDARY_OPS:
+        return True
+    if user.name == "stablehlo.custom_call" and "call_target_name" in user.attributes:
+        return ir.StringAttr(user.attributes["call_target_name"]).value in _MANUAL_CUSTOM_CALLS
+    return False
+
+
+def _users(value):
+    for use in value.uses:
+        yield use.owner
+
+
+def find_unpartitioned_sharding(module) -> Unpartitioned | None:
+    """The first sign that `module` is a sharded program not yet partitioned, or None."""
+    if is_marked_partitioned(module):
+        return None
+    ops = list(walk_ops(module))
+    if any(op.name in _SDY_COLLECTIVES for op in ops):
+        return None
+    for op in ops:
+        name = op.name
+        if name in _PRE_PARTITION_OPS:
+            return Unpartitioned(op, f"'{name}' (only present before partitioning)")
+        if name == "func.func" and "arg_attrs" in op.attributes and op.regions[0].blocks:
+            fname = ir.StringAttr(op.attributes["sym_name"]).value
+            block = op.regions[0].blocks[0]
+            for i, d in enumerate(ir.ArrayAttr(op.attributes["arg_attrs"])):
+                text = _sharding_text(ir.DictAttr(d))
+                if text is None or not _is_sharded(text) or i >= len(block.arguments):
+                    continue
+                for user in _users(block.arguments[i]):
+                    if not _is_boundary(user):
+                        return Unpartitioned(
+                            op, f"%arg{i} of @{fname} has {text} and is used by '{user.name}'"
+                        )
+            continue
+        if name == "sdy.manual_computation" or name in _BOUNDARY_OPS:
+            continue
+        if name == "stablehlo.custom_call" and _is_boundary(op):
+            continue
+        text = _sharding_text(op.attributes)
+        if text is not None and _is_sharded(text):
+            return Unpartitioned(op, f"'{name}' has {text}")
+    return None
+
+
+def unpartitioned_message(pass_name: str, found: Unpartitioned) -> str:
+    return (
+        f"{pass_name}: the module is sharded but not partitioned ({found.what}); "
+        "every rank would run the global program with no collectives. "
+        "Run --propagate-shardings first (it turns the sharded program into the per-device one)"
+    )
