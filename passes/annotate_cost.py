@@ -2,7 +2,10 @@
 
     stablehlo-opt model.mlir --annotate-cost="backend=roofline hardware=h100-sxm"
 
-Options other than `backend` and `hardware` are handed to the backend (e.g.
+`fusion=xla-gpu|xla-tpu|none` chooses the kernel formation (costmodel.kernels): with it,
+every op of a kernel carries `costmodel.kernel = <id>`, the kernel's root op carries
+`costmodel.kernel_cost`, and time is the kernels' time. Options other than `backend`,
+`hardware` and `fusion` are handed to the backend (e.g.
 `overhead_ns=500` for roofline); a backend rejects options it does not know.
 """
 
@@ -12,6 +15,7 @@ from costmodel.backends import BackendError, make_backend
 from costmodel.engine import CostEngine
 from costmodel.hardware import SpecError, load_hardware
 from costmodel.ir import InputError, ir
+from costmodel.kernels import FUSION_POLICIES, default_policy_for
 
 from . import PassInfo, PassOption, PassSession, register_pass
 
@@ -25,7 +29,12 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
         backend = make_backend(options["backend"], hardware, options["extra"])
     except (SpecError, BackendError) as err:
         raise InputError(str(err)) from None
-    engine = CostEngine(backend, hardware.name, session.diagnostics, backend_name=options["backend"])
+    fusion = options["fusion"] or default_policy_for(hardware.name)
+    if fusion not in FUSION_POLICIES:
+        raise InputError(
+            f"pass 'annotate-cost': option 'fusion' expects one of {', '.join(FUSION_POLICIES)}, got '{fusion}'"
+        )
+    engine = CostEngine(backend, hardware.name, session.diagnostics, backend_name=options["backend"], fusion=fusion)
     engine.run(module)
 
 
@@ -40,6 +49,13 @@ INFO = register_pass(
                 str,
                 DEFAULT_HARDWARE,
                 "hardware preset (see `costmodel hardware list`) or path to a hardware .json file",
+            ),
+            PassOption(
+                "fusion",
+                str,
+                "",
+                "kernel formation: xla-gpu, xla-tpu or none (every op its own kernel); default: the "
+                "compiler that targets the hardware (TPU: xla-tpu, cpu: none, GPUs: xla-gpu)",
             ),
         ),
         run=run,

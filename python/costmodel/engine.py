@@ -23,9 +23,20 @@ from .ir import DiagnosticEngine, f64_attr, ir
 from .rules import REGION_OPS, NotDecomposed, OpCost, Unsupported, rule_for
 from .shapes import type_info
 
-__all__ = ["CostEngine", "Totals", "COST_ATTR", "SUMMARY_ATTR", "UNSUPPORTED_ATTR", "infer_trip_count"]
+__all__ = [
+    "CostEngine",
+    "Totals",
+    "COST_ATTR",
+    "SUMMARY_ATTR",
+    "UNSUPPORTED_ATTR",
+    "KERNEL_ATTR",
+    "KERNEL_COST_ATTR",
+    "infer_trip_count",
+]
 
 COST_ATTR = "costmodel.cost"
+KERNEL_ATTR = "costmodel.kernel"  # on every op of a kernel: the kernel id
+KERNEL_COST_ATTR = "costmodel.kernel_cost"  # once per kernel, on its root op
 SUMMARY_ATTR = "costmodel.summary"
 UNSUPPORTED_ATTR = "costmodel.unsupported"
 
@@ -41,6 +52,8 @@ class Totals:
     time_ns: float = 0.0
     time_by_bound: dict = field(default_factory=lambda: {b: 0.0 for b in BOUNDS})
     unsupported: int = 0
+    kernel_count: int = 0  # kernel launches (kernel formation on)
+    kernel_bytes: int = 0  # external bytes of those kernels
 
     def add(self, other: "Totals", times: int = 1) -> None:
         self.flops += other.flops * times
@@ -51,6 +64,8 @@ class Totals:
         for b, t in other.time_by_bound.items():
             self.time_by_bound[b] += t * times
         self.unsupported += other.unsupported * times
+        self.kernel_count += other.kernel_count * times
+        self.kernel_bytes += other.kernel_bytes * times
 
     def add_leaf(self, cost: OpCost, time_ns: float, bound: str) -> None:
         self.flops += cost.flops
@@ -183,8 +198,22 @@ def infer_trip_count(while_op: ir.Operation) -> int | None:
 class CostEngine:
     """Costs one module with one backend. Create one per run."""
 
-    def __init__(self, backend, hardware_name: str, diagnostics: DiagnosticEngine, *, backend_name: str | None = None):
+    def __init__(
+        self,
+        backend,
+        hardware_name: str,
+        diagnostics: DiagnosticEngine,
+        *,
+        backend_name: str | None = None,
+        fusion: str = "none",
+    ):
         self.backend = backend
+        # kernel formation policy: "none" (every op its own kernel, no kernel attributes),
+        # "xla-gpu", "xla-tpu"; "given" is chosen for modules XLA already fused.
+        self.fusion = fusion
+        self.policy = fusion
+        self._next_kernel = 0
+        self._leaf_cache: dict = {}
         self.backend_name = backend_name or getattr(backend, "name", type(backend).__name__)
         self.hardware_name = hardware_name
         self.diags = diagnostics
@@ -238,6 +267,8 @@ class CostEngine:
                     name = ir.StringAttr(op.attributes["sym_name"]).value
                     self._funcs[name] = op
                     funcs.append((name, op))
+            if self.fusion != "none" and _already_fused(funcs):
+                self.policy = "given"
             total = Totals()
             entries = []
             for name, fn in funcs:
@@ -267,6 +298,10 @@ class CostEngine:
             "op_count": ir.IntegerAttr.get(i64, self.op_count),
             "unsupported_count": ir.IntegerAttr.get(i64, sum(self.unsupported_ops.values())),
         }
+        if self.fusion != "none":
+            d["fusion"] = ir.StringAttr.get(self.policy)
+            d["kernel_count"] = ir.IntegerAttr.get(i64, total.kernel_count)
+            d["kernel_bytes"] = ir.IntegerAttr.get(i64, total.kernel_bytes)
         if self.unsupported_ops:
             d["unsupported_ops"] = ir.DictAttr.get(
                 {k: ir.IntegerAttr.get(i64, v) for k, v in sorted(self.unsupported_ops.items())}
@@ -292,10 +327,133 @@ class CostEngine:
         return t
 
     def block_totals(self, block) -> Totals:
+        if self.fusion != "none":
+            return self._kernel_block_totals(block)
         t = Totals()
         for op in block.operations:
             self.cost_op(op.operation, t)
         return t
+
+    # -- kernel formation ----------------------------------------------------------
+    def _leaf_cost(self, op: ir.Operation, into: Totals) -> OpCost | None:
+        """The op's own (unfused) cost from the rule table, no attribute written; None
+        (and the op marked unsupported) when it cannot be costed."""
+        name = op.name
+        rule = rule_for(name)
+        if rule is None:
+            if op.regions and any(len(r.blocks) for r in op.regions):
+                for r in op.regions:
+                    self.region_totals(r)
+            self._mark_unsupported(op, "no cost rule for this op")
+            into.unsupported += 1
+            return None
+        key = None
+        if getattr(rule, "type_only", False):
+            key = (name, tuple(v.type for v in op.operands), tuple(v.type for v in op.results))
+            hit = self._leaf_cache.get(key)
+            if hit is not None:
+                return hit
+        try:
+            cost = rule(op, self)
+        except Unsupported as err:
+            self._mark_unsupported(op, str(err))
+            into.unsupported += 1
+            return None
+        if key is not None:
+            self._leaf_cache[key] = cost
+        return cost
+
+    def _kernel_block_totals(self, block) -> Totals:
+        from .backends import estimate_kernel
+        from .kernels import Node, form_kernels
+        from .kernels.formation import BOUNDARY, COLLECTIVE, op_class
+
+        t = Totals()
+        nodes = []
+        for op in block.operations:
+            op = op.operation
+            name = op.name
+            self.op_count += 1
+            if name in REGION_OPS:
+                rt = self._region_op(op)
+                if rt is not None:
+                    t.add(rt)
+                nodes.append(Node(op, name, None, BOUNDARY))
+                continue
+            nodes.append(Node(op, name, self._leaf_cost(op, t), op_class(name)))
+        kernels = form_kernels(nodes, self.policy)
+        i64 = self._i64
+        placed: dict = {}
+        for k in kernels:
+            k.id = self._next_kernel
+            self._next_kernel += 1
+            kc = estimate_kernel(self.backend, k)
+            t.time_ns += kc.time_ns
+            t.time_by_bound[kc.bound] += kc.time_ns
+            t.kernel_count += k.launches
+            t.kernel_bytes += k.bytes_read + k.bytes_written
+            id_attr = ir.IntegerAttr.get(i64, k.id)
+            # keyed by node index: an ir.Operation's hash changes with its attributes
+            for i in k.node_ids:
+                placed[i] = (k, kc, id_attr)
+            for i in k.duplicated_ids:
+                placed.setdefault(i, (k, kc, id_attr))
+        for k in kernels:
+            k.root.attributes[KERNEL_COST_ATTR] = self._kernel_attr(k, placed[k.node_ids[-1]][1])
+        for i, nd in enumerate(nodes):
+            cost = nd.cost
+            if cost is None:
+                continue
+            op = nd.op
+            hit = placed.get(i)
+            if hit is None:
+                if nd.cls == COLLECTIVE:
+                    # communication is extract-collectives' business; the op keeps the
+                    # per-op estimate of its local work, as without kernel formation
+                    time_ns, bound = self.backend.estimate(cost)
+                else:  # no kernel: bitcast-like ops, constants, tuple plumbing
+                    time_ns, bound = 0.0, "overhead"
+                op.attributes[COST_ATTR] = self._cost_attr(
+                    cost.flops, cost.transcendentals, cost.bytes_read, cost.bytes_written, time_ns, bound
+                )
+                t.add_leaf(cost, time_ns, bound)
+                continue
+            k, kc, id_attr = hit
+            time_ns = kc.time_ns if i == k.node_ids[-1] else 0.0
+            op.attributes[COST_ATTR] = self._cost_attr(
+                cost.flops, cost.transcendentals, cost.bytes_read, cost.bytes_written, time_ns, kc.bound
+            )
+            op.attributes[KERNEL_ATTR] = id_attr
+            # counts per op; the kernel's time was added above, once
+            t.flops += cost.flops
+            t.transcendentals += cost.transcendentals
+            t.bytes_read += cost.bytes_read
+            t.bytes_written += cost.bytes_written
+        return t
+
+    def _kernel_attr(self, k, kc):
+        i64 = self._i64
+        d = {
+            "id": ir.IntegerAttr.get(i64, k.id),
+            "kind": ir.StringAttr.get(k.kind),
+            "ops": ir.IntegerAttr.get(i64, len(k.ops) + len(k.duplicated)),
+            "launches": ir.IntegerAttr.get(i64, k.launches),
+            "flops": ir.IntegerAttr.get(i64, k.flops),
+            "transcendentals": ir.IntegerAttr.get(i64, k.transcendentals),
+            "bytes_read": ir.IntegerAttr.get(i64, k.bytes_read),
+            "bytes_written": ir.IntegerAttr.get(i64, k.bytes_written),
+            "time_ns": f64_attr(kc.time_ns),
+            "bound": ir.StringAttr.get(kc.bound),
+            "backend": self._backend_attr,
+        }
+        for key, value in sorted((kc.detail or {}).items()):
+            if isinstance(value, bool) or isinstance(value, str):
+                d[key] = ir.BoolAttr.get(value) if isinstance(value, bool) else ir.StringAttr.get(value)
+            elif isinstance(value, int):
+                d[key] = ir.IntegerAttr.get(i64, value)
+            elif isinstance(value, float):
+                d[key] = f64_attr(value)
+        return ir.DictAttr.get(d)
 
     def region_totals(self, region) -> Totals:
         t = Totals()
@@ -460,6 +618,16 @@ class CostEngine:
             t.add(self.region_totals(r))
         self._set_totals_attr(op, t)
         return t
+
+
+def _already_fused(funcs) -> bool:
+    """A module XLA already compiled (mhlo.fusion ops in a function body)."""
+    for _name, fn in funcs:
+        for block in fn.regions[0].blocks:
+            for op in block.operations:
+                if op.operation.name == "mhlo.fusion":
+                    return True
+    return False
 
 
 def _scan_length_of(op) -> int:

@@ -824,6 +824,33 @@ CUSTOM_CALL_RULES: dict[str, Rule] = {
 
 
 # ---------------------------------------------------------------------------
+# XLA-compiled input (mhlo ops of an optimized HLO module converted back to MLIR)
+# ---------------------------------------------------------------------------
+
+
+def mhlo_fusion_rule(op, env) -> OpCost:
+    """One kernel the compiler already formed: the flops of its body (each body op is
+    annotated), the bytes of its operands and results only (XLA's fusion accounting).
+    A fusion whose body holds a dot/convolution runs on the matrix units."""
+    per = env.apply_cost(op.regions[0])
+    unit, dtype = VECTOR, _dtype(_results(op))
+    for block in op.regions[0].blocks:
+        for inner in block.operations:
+            inner = inner.operation
+            if inner.name in ("stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution"):
+                unit = MATRIX
+                dtype = _dot_dtype(_info(inner.operands[0]), _info(inner.operands[1]))
+    return OpCost(
+        flops=per.flops,
+        transcendentals=per.transcendentals,
+        bytes_read=_bytes_in(op),
+        bytes_written=_bytes_out(op),
+        unit=unit,
+        dtype=dtype,
+    )
+
+
+# ---------------------------------------------------------------------------
 # the table
 # ---------------------------------------------------------------------------
 
@@ -916,6 +943,11 @@ RULES.update(
         "chlo.top_k": topk_rule,
         "chlo.ragged_dot": ragged_dot_rule,
         "chlo.mulhi": elementwise_rule,  # XLA: one flop per element
+        # XLA-compiled modules (the published *-opt.mlir workloads)
+        "mhlo.fusion": mhlo_fusion_rule,
+        "mhlo.bitcast": zero_rule,  # a layout reinterpretation: no kernel, no bytes
+        "mhlo.return": zero_rule,
+        "mhlo.copy": default_rule,
     }
 )
 

@@ -13,12 +13,22 @@ point group `costmodel.backends` (so any installed package can add one) and thro
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..hardware import HardwareSpec
-from ..rules import OpCost
+from ..rules import MATRIX, NONE, VECTOR, OpCost
 
-__all__ = ["Backend", "BackendError", "register_backend", "get_backend", "list_backends", "make_backend"]
+__all__ = [
+    "Backend",
+    "BackendError",
+    "KernelCost",
+    "estimate_kernel",
+    "register_backend",
+    "get_backend",
+    "list_backends",
+    "make_backend",
+]
 
 ENTRY_POINT_GROUP = "costmodel.backends"
 
@@ -27,12 +37,54 @@ class BackendError(ValueError):
     """Unknown backend or bad backend option (one-line user error)."""
 
 
+@dataclass
+class KernelCost:
+    """What a backend says about one kernel: its time, what bounds it, and any detail
+    it wants to expose (written into `costmodel.kernel_cost`: ints, floats, strings)."""
+
+    time_ns: float
+    bound: str  # compute | memory | overhead
+    detail: dict = field(default_factory=dict)
+
+
 class Backend(Protocol):
     name: str
 
     def __init__(self, hardware: HardwareSpec, **options: str) -> None: ...
 
     def estimate(self, cost: OpCost) -> tuple[float, str]: ...
+
+    # Optional, kernel level (costmodel.kernels.Kernel: ops, kind, flops_by_unit,
+    # bytes_read/written of its external values, launches, gemm shape). Backends without
+    # it get `estimate()` of the kernel's summed counts (see estimate_kernel).
+    # def estimate_kernel(self, kernel) -> KernelCost: ...
+
+
+def kernel_as_op_cost(kernel) -> OpCost:
+    """A kernel's counts as one OpCost (for per-op backends): the unit and element type
+    of its largest share of work."""
+    unit, dtype = NONE, "f32"
+    if kernel.flops_by_unit:
+        unit, dtype = max(kernel.flops_by_unit.items(), key=lambda kv: (kv[0][0] == MATRIX, kv[1]))[0]
+    elif kernel.ops:
+        unit = VECTOR
+    return OpCost(
+        flops=kernel.flops,
+        transcendentals=kernel.transcendentals,
+        bytes_read=kernel.bytes_read,
+        bytes_written=kernel.bytes_written,
+        unit=unit,
+        dtype=dtype,
+    )
+
+
+def estimate_kernel(backend, kernel) -> KernelCost:
+    """The backend's kernel-level estimate, or its per-op estimate of the summed counts."""
+    fn = getattr(backend, "estimate_kernel", None)
+    if fn is not None:
+        return fn(kernel)
+    t, bound = backend.estimate(kernel_as_op_cost(kernel))
+    return KernelCost(float(t), bound)
 
 
 _REGISTERED: dict[str, type] = {}

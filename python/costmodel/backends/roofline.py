@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..hardware import HardwareSpec
 from ..rules import OpCost
-from . import BackendError
+from . import BackendError, KernelCost
 
 
 class RooflineBackend:
@@ -42,6 +42,19 @@ class RooflineBackend:
             v = self.hardware.peak_TFLOPS("matrix" if unit == "matrix" else "vector", dtype) * 1e3
             self._peak_cache[key] = v
         return v
+
+    def estimate_kernel(self, kernel) -> KernelCost:
+        """The roofline of a whole kernel: every (unit, element type) share of its work at
+        its peak, its external bytes at the memory bandwidth, the larger one wins."""
+        compute_ns = 0.0
+        for (unit, dtype), work in kernel.flops_by_unit.items():
+            compute_ns += work / self._flops_per_ns(unit, dtype)
+        memory_ns = (kernel.bytes_read + kernel.bytes_written) / self._bytes_per_ns
+        floor_ns = self.overhead_ns * max(1, kernel.launches)
+        t = max(compute_ns, memory_ns, floor_ns)
+        if t == 0.0 or (floor_ns >= compute_ns and floor_ns >= memory_ns and floor_ns > 0):
+            return KernelCost(t, "overhead")
+        return KernelCost(t, "compute" if compute_ns >= memory_ns else "memory")
 
     def estimate(self, cost: OpCost) -> tuple[float, str]:
         work = cost.flops + cost.transcendentals
