@@ -42,7 +42,7 @@ class Annotated:
         return out
 
 
-def run_annotate(text: str, hardware: str = "h100-sxm") -> Annotated:
+def run_annotate(text: str, hardware: str = "h100-sxm", fusion: str = "none", backend: str = "roofline") -> Annotated:
     from costmodel.backends import make_backend
     from costmodel.engine import CostEngine
     from costmodel.hardware import load_hardware
@@ -52,7 +52,7 @@ def run_annotate(text: str, hardware: str = "h100-sxm") -> Annotated:
     module = load_module(ctx, text, "<test>")
     hw = load_hardware(hardware)
     diags = DiagnosticEngine("<test>")
-    engine = CostEngine(make_backend("roofline", hw, {}), hw.name, diags, backend_name="roofline")
+    engine = CostEngine(make_backend(backend, hw, {}), hw.name, diags, backend_name=backend, fusion=fusion)
     totals = engine.run(module)
     return Annotated(module, engine, totals, diags.diagnostics)
 

@@ -319,8 +319,13 @@ class CostEngine:
             return None  # recursion: reported at the call site
         self._in_progress.add(name)
         t = Totals()
+        outlined = self.policy == "given" and name.startswith(OUTLINED_FUSION_PREFIXES)
         for block in fn.regions[0].blocks:
-            t.add(self.block_totals(block))
+            if outlined:  # the body of one given kernel: its ops are not kernels
+                for op in block.operations:
+                    self.cost_op(op.operation, t)
+            else:
+                t.add(self.block_totals(block))
         self._in_progress.discard(name)
         self._func_totals[name] = t
         self._set_totals_attr(fn, t)
@@ -366,7 +371,7 @@ class CostEngine:
     def _kernel_block_totals(self, block) -> Totals:
         from .backends import estimate_kernel
         from .kernels import Node, form_kernels
-        from .kernels.formation import BOUNDARY, COLLECTIVE, op_class
+        from .kernels.formation import BOUNDARY, COLLECTIVE, OPAQUE, op_class
 
         t = Totals()
         nodes = []
@@ -374,6 +379,13 @@ class CostEngine:
             op = op.operation
             name = op.name
             self.op_count += 1
+            if name == "func.call" and self.policy == "given":
+                callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+                if callee.startswith(OUTLINED_FUSION_PREFIXES) and callee in self._funcs:
+                    ft = self.func_totals(callee)
+                    if ft is not None:
+                        nodes.append(Node(op, name, _call_kernel_cost(op, ft), OPAQUE))
+                        continue
             if name in REGION_OPS:
                 rt = self._region_op(op)
                 if rt is not None:
@@ -620,6 +632,11 @@ class CostEngine:
         return t
 
 
+# Computations XLA outlined from its fusions (the *-opt.mlir workloads): a call to one
+# is one kernel.
+OUTLINED_FUSION_PREFIXES = ("fused_", "gemm_fusion_", "loop_", "input_", "wrapped_", "triton_")
+
+
 def _already_fused(funcs) -> bool:
     """A module XLA already compiled (mhlo.fusion ops in a function body)."""
     for _name, fn in funcs:
@@ -628,6 +645,14 @@ def _already_fused(funcs) -> bool:
                 if op.operation.name == "mhlo.fusion":
                     return True
     return False
+
+
+def _call_kernel_cost(op, ft: Totals) -> OpCost:
+    """A call of an outlined XLA fusion: the callee's work, the call's operand and result
+    bytes (what the kernel reads and writes)."""
+    nbytes_in = sum(type_info(v.type).nbytes for v in op.operands)
+    nbytes_out = sum(type_info(v.type).nbytes for v in op.results)
+    return OpCost(flops=ft.flops, transcendentals=ft.transcendentals, bytes_read=nbytes_in, bytes_written=nbytes_out)
 
 
 def _scan_length_of(op) -> int:

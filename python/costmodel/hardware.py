@@ -39,6 +39,19 @@ _REQUIRED_SCALARS = {
     "memory_capacity_GiB": "GiB",
 }
 _TOP_KEYS = {"name", "description", "matrix_peak_TFLOPS", "vector_peak_TFLOPS", *_REQUIRED_SCALARS}
+# Optional: parameters of the `calibrated` backend (backends/calibrated.py), each a
+# positive number with its source; the backend says which keys it needs.
+CALIBRATION_KEYS = {
+    "matrix_efficiency": "fraction of the matrix peak a large GEMM reaches (measured)",
+    "memory_efficiency": "fraction of the HBM bandwidth a streaming kernel reaches (measured)",
+    "kernel_launch_ns": "time per kernel launch (ns)",
+    "compute_memory_overlap": "fraction of min(compute, memory) hidden by overlap in one kernel",
+    "compute_units": "SMs / CUs / TensorCores that GEMM tiles are spread over",
+    "gemm_tile_m": "GEMM output tile rows per compute unit",
+    "gemm_tile_n": "GEMM output tile columns per compute unit",
+    "gemm_tile_min": "smallest tile side the GEMM library picks for small matrices",
+}
+_OPTIONAL_KEYS = {"calibration"}
 
 
 def dtype_family(dtype: str) -> str:
@@ -88,6 +101,7 @@ class HardwareSpec:
     vector_peak_TFLOPS: dict[str, float]
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     path: str | None = field(default=None, compare=False)
+    calibration: dict[str, float] = field(default_factory=dict, compare=False)
 
     def peak_TFLOPS(self, unit: str, dtype: str) -> float:
         """Peak rate for an op on `unit` ("matrix" or "vector") with element type `dtype`."""
@@ -116,6 +130,11 @@ class HardwareSpec:
             "vector_peak_TFLOPS": {
                 k: val(f"vector_peak_TFLOPS.{k}", v) for k, v in self.vector_peak_TFLOPS.items()
             },
+            **(
+                {"calibration": {k: val(f"calibration.{k}", v) for k, v in self.calibration.items()}}
+                if self.calibration
+                else {}
+            ),
         }
 
 
@@ -171,7 +190,7 @@ def unit_hint(key: str, known) -> str:
 def parse_hardware(data: dict, where: str) -> HardwareSpec:
     if not isinstance(data, dict):
         raise SpecError(f"{where}: a hardware spec must be a JSON object")
-    unknown = sorted(set(data) - _TOP_KEYS)
+    unknown = sorted(set(data) - _TOP_KEYS - _OPTIONAL_KEYS)
     if unknown:
         raise SpecError(f"{where}: unknown key '{unknown[0]}'{unit_hint(unknown[0], _TOP_KEYS)}")
     for k in sorted(_TOP_KEYS):
@@ -190,7 +209,26 @@ def parse_hardware(data: dict, where: str) -> HardwareSpec:
         vector_peak_TFLOPS=_peak_table(where, "vector_peak_TFLOPS", data["vector_peak_TFLOPS"], sources),
         sources=sources,
         path=where,
+        calibration=_calibration(where, data.get("calibration"), sources),
     )
+
+
+def _calibration(where: str, raw, sources: dict[str, str]) -> dict[str, float]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise SpecError(f"{where}: 'calibration' must be an object")
+    out = {}
+    for key, value in raw.items():
+        if key not in CALIBRATION_KEYS:
+            raise SpecError(
+                f"{where}: unknown key 'calibration.{key}' (known: {', '.join(sorted(CALIBRATION_KEYS))})"
+            )
+        out[key] = _number(where, f"calibration.{key}", value, sources)
+    for key in ("matrix_efficiency", "memory_efficiency", "compute_memory_overlap"):
+        if key in out and out[key] > 1:
+            raise SpecError(f"{where}: 'calibration.{key}' is a fraction (<= 1), got {out[key]}")
+    return out
 
 
 def load_json_file(path: str) -> dict:

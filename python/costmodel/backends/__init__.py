@@ -88,6 +88,10 @@ def estimate_kernel(backend, kernel) -> KernelCost:
 
 
 _REGISTERED: dict[str, type] = {}
+_BUILTIN = {
+    "calibrated": "costmodel.backends.calibrated:CalibratedBackend",
+    "roofline": "costmodel.backends.roofline:RooflineBackend",
+}
 
 
 def register_backend(name: str, cls: type) -> None:
@@ -107,7 +111,7 @@ def _entry_points() -> dict:
 
 def list_backends() -> dict[str, str]:
     """name -> where it comes from ("builtin", an entry point value, or "registered")."""
-    out = {"roofline": "costmodel.backends.roofline:RooflineBackend"}
+    out = dict(_BUILTIN)
     for name, ep in _entry_points().items():
         out[name] = ep.value
     for name, cls in _REGISTERED.items():
@@ -118,10 +122,11 @@ def list_backends() -> dict[str, str]:
 def get_backend(name: str) -> type:
     if name in _REGISTERED:
         return _REGISTERED[name]
-    if name == "roofline":  # built in: no entry-point scan (also works from a source tree)
-        from .roofline import RooflineBackend
+    if name in _BUILTIN:  # built in: no entry-point scan (also works from a source tree)
+        import importlib
 
-        return RooflineBackend
+        module, cls = _BUILTIN[name].split(":")
+        return getattr(importlib.import_module(module), cls)
     eps = _entry_points()
     if name in eps:
         return eps[name].load()

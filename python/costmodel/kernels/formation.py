@@ -411,6 +411,8 @@ def _initial_kind(nd: Node, policy: str) -> str | None:
         )
     if nd.name == "mhlo.copy":
         return "loop"
+    if nd.name == "func.call":  # a call of an outlined XLA fusion (given kernels)
+        return "fusion"
     return "custom"
 
 

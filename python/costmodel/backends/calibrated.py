@@ -1,0 +1,141 @@
+"""The `calibrated` backend: the roofline of a kernel, corrected by what the hardware
+measurably reaches, from the hardware spec's `calibration` block (every value with its
+source; none is fitted to a step time).
+
+Per kernel (costmodel.kernels.Kernel):
+
+    compute_ns = sum over (unit, dtype) of work / peak(unit, dtype)
+                 (matrix work divided further by matrix_efficiency x tile efficiency)
+    memory_ns  = external bytes / (memory_bandwidth x memory_efficiency)
+    time_ns    = compute_ns + memory_ns - overlap x min(compute_ns, memory_ns)
+                 + launches x kernel_launch_ns
+
+The combination of compute and memory time and the launch term are XLA's own GPU
+performance model (gpu_performance_model_base: kMemoryComputeParallelism,
+kKernelLaunchOverhead). Tile efficiency is wave quantization: a GEMM (a convolution
+as an implicit GEMM: M = batch x output pixels, N = output features) is cut into
+gemm_tile_m x gemm_tile_n output tiles spread over compute_units; the last wave runs
+partly empty:
+
+    tiles = ceil(M / tm) x ceil(N / tn) x batch,  waves = ceil(tiles / units)
+    tile_efficiency = (M x N x batch) / (waves x units x tm x tn)
+
+which also covers padding of small matrices to whole tiles (TPU MXUs: 128 x 128). As an
+autotuner would, the backend takes the best of the configured tile, its transpose and
+its halvings down to gemm_tile_min (GPU libraries ship 64-wide tiles; an MXU is 128).
+docs/backends.md has the derivation and the sources.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..hardware import HardwareSpec
+from ..rules import MATRIX, OpCost
+from . import BackendError, KernelCost
+
+REQUIRED = (
+    "matrix_efficiency",
+    "memory_efficiency",
+    "kernel_launch_ns",
+    "compute_memory_overlap",
+    "compute_units",
+    "gemm_tile_m",
+    "gemm_tile_n",
+)
+
+
+class CalibratedBackend:
+    name = "calibrated"
+    options = {}
+
+    def __init__(self, hardware: HardwareSpec, **unknown: str) -> None:
+        if unknown:
+            key = sorted(unknown)[0]
+            raise BackendError(f"backend 'calibrated' has no option '{key}' (it takes none)")
+        cal = hardware.calibration
+        missing = [k for k in REQUIRED if k not in cal]
+        if missing:
+            raise BackendError(
+                f"backend 'calibrated' needs the hardware spec's 'calibration' block; "
+                f"'{hardware.name}' lacks {', '.join(missing)} (see docs/backends.md)"
+            )
+        self.hardware = hardware
+        self.matrix_efficiency = cal["matrix_efficiency"]
+        self.memory_efficiency = cal["memory_efficiency"]
+        self.launch_ns = cal["kernel_launch_ns"]
+        self.overlap = cal["compute_memory_overlap"]
+        self.units = int(cal["compute_units"])
+        self.tile_m = int(cal["gemm_tile_m"])
+        self.tile_n = int(cal["gemm_tile_n"])
+        self.tile_min = int(cal.get("gemm_tile_min", min(self.tile_m, self.tile_n)))
+        self._tile_shapes = self._tiles()
+        self._bytes_per_ns = hardware.memory_bandwidth_GBps * self.memory_efficiency
+        self._peak: dict = {}
+
+    def _flops_per_ns(self, unit: str, dtype: str) -> float:
+        key = (unit, dtype)
+        v = self._peak.get(key)
+        if v is None:
+            v = self.hardware.peak_TFLOPS("matrix" if unit == MATRIX else "vector", dtype) * 1e3
+            self._peak[key] = v
+        return v
+
+    def _tiles(self):
+        """Tile shapes the library may pick: the configured one, its transpose, and
+        halvings of each side down to gemm_tile_min (autotuners pick per shape)."""
+        out = set()
+        for tm, tn in ((self.tile_m, self.tile_n), (self.tile_n, self.tile_m)):
+            a = tm
+            while a >= self.tile_min:
+                b = tn
+                while b >= self.tile_min:
+                    out.add((a, b))
+                    b //= 2
+                a //= 2
+        return sorted(out, reverse=True)
+
+    def tile_efficiency(self, m: int, n: int, batch: int = 1) -> float:
+        """Useful fraction of the tile slots of the GEMM's waves (1.0 = no quantization
+        loss), for the best tile shape the library can pick."""
+        m, n, batch = max(1, m), max(1, n), max(1, batch)
+        best = 0.0
+        for tm, tn in self._tile_shapes:
+            tiles = math.ceil(m / tm) * math.ceil(n / tn) * batch
+            waves = math.ceil(tiles / self.units)
+            best = max(best, (m * n * batch) / (waves * self.units * tm * tn))
+        return best
+
+    def _time(self, flops_by_unit: dict, nbytes: int, launches: int, gemm) -> KernelCost:
+        compute_ns = 0.0
+        tile_eff = None
+        for (unit, dtype), work in flops_by_unit.items():
+            rate = self._flops_per_ns(unit, dtype)
+            if unit == MATRIX:
+                if gemm is not None:
+                    tile_eff = self.tile_efficiency(gemm.m, gemm.n, gemm.batch)
+                rate *= self.matrix_efficiency * (tile_eff if tile_eff is not None else 1.0)
+            compute_ns += work / rate
+        memory_ns = nbytes / self._bytes_per_ns
+        launch_ns = self.launch_ns * max(1, launches)
+        t = compute_ns + memory_ns - self.overlap * min(compute_ns, memory_ns) + launch_ns
+        if launch_ns >= max(compute_ns, memory_ns):
+            bound = "overhead"
+        else:
+            bound = "compute" if compute_ns >= memory_ns else "memory"
+        detail = {"launch_ns": launch_ns}
+        if tile_eff is not None:
+            detail["tile_efficiency"] = round(tile_eff, 6)
+        return KernelCost(t, bound, detail)
+
+    def estimate_kernel(self, kernel) -> KernelCost:
+        return self._time(kernel.flops_by_unit, kernel.bytes_read + kernel.bytes_written, kernel.launches, kernel.gemm)
+
+    def estimate(self, cost: OpCost) -> tuple[float, str]:
+        """One op as its own kernel (fusion=none)."""
+        work = cost.flops + cost.transcendentals
+        if not work and not cost.bytes_read and not cost.bytes_written:
+            return 0.0, "overhead"  # bookkeeping (return, tuple plumbing): no kernel
+        by_unit = {(cost.unit, cost.dtype): work} if work else {}
+        kc = self._time(by_unit, cost.bytes_read + cost.bytes_written, 1, None)
+        return kc.time_ns, kc.bound
