@@ -23,19 +23,41 @@ DEFAULT_HARDWARE = "h100-sxm"
 DEFAULT_BACKEND = "roofline"
 
 
-def run(module: ir.Operation, options: dict, session: PassSession) -> None:
+def annotate_module(
+    module: ir.Operation,
+    diagnostics,
+    *,
+    hardware: str = DEFAULT_HARDWARE,
+    backend: str = DEFAULT_BACKEND,
+    fusion: str = "",
+    backend_options: dict | None = None,
+) -> CostEngine:
+    """What the pass does, callable in-process (`costmodel kernels`, `predict`).
+    Raises InputError for a bad hardware, backend or fusion name."""
     try:
-        hardware = load_hardware(options["hardware"])
-        backend = make_backend(options["backend"], hardware, options["extra"])
+        spec = load_hardware(hardware)
+        impl = make_backend(backend, spec, backend_options or {})
     except (SpecError, BackendError) as err:
         raise InputError(str(err)) from None
-    fusion = options["fusion"] or default_policy_for(hardware.name)
-    if fusion not in FUSION_POLICIES:
+    policy = fusion or default_policy_for(spec.name)
+    if policy not in FUSION_POLICIES:
         raise InputError(
-            f"pass 'annotate-cost': option 'fusion' expects one of {', '.join(FUSION_POLICIES)}, got '{fusion}'"
+            f"pass 'annotate-cost': option 'fusion' expects one of {', '.join(FUSION_POLICIES)}, got '{policy}'"
         )
-    engine = CostEngine(backend, hardware.name, session.diagnostics, backend_name=options["backend"], fusion=fusion)
+    engine = CostEngine(impl, spec.name, diagnostics, backend_name=backend, fusion=policy)
     engine.run(module)
+    return engine
+
+
+def run(module: ir.Operation, options: dict, session: PassSession) -> None:
+    annotate_module(
+        module,
+        session.diagnostics,
+        hardware=options["hardware"],
+        backend=options["backend"],
+        fusion=options["fusion"],
+        backend_options=options["extra"],
+    )
 
 
 INFO = register_pass(

@@ -76,3 +76,34 @@ func.func public @sort(%a: tensor<3x10xf32>) -> tensor<3x10xf32> {
   // CHECK: flops = 150 : i64
   return %0 : tensor<3x10xf32>
 }
+
+// -----
+
+// Kernel formation (fusion=xla-gpu, the default for GPUs): the add -> exp chain is one
+// loop kernel; every op carries its id, the root carries the kernel's cost: bytes are
+// the kernel's external input (8x4 f32 = 128 B) and output (128 B) only.
+// RUN: stablehlo-opt %s --split-input-file --annotate-cost="hardware=h100-sxm fusion=xla-gpu" | filecheck %s --check-prefix=KERNEL
+// RUN: stablehlo-opt %s --split-input-file --annotate-cost="hardware=h100-sxm fusion=none" | filecheck %s --check-prefix=NOKERNEL
+// KERNEL: costmodel.summary = {{{.*}}fusion = "xla-gpu"{{.*}}kernel_bytes = 256 : i64, kernel_count = 1 : i64
+// KERNEL-LABEL: func.func public @fused_chain
+// KERNEL: stablehlo.add {{.*}}costmodel.kernel = [[K:[0-9]+]] : i64
+// KERNEL: stablehlo.exponential {{.*}}costmodel.kernel = [[K]] : i64, costmodel.kernel_cost = {backend = "roofline", bound = "memory", bytes_read = 128 : i64, bytes_written = 128 : i64, flops = 32 : i64, id = [[K]] : i64, kind = "loop", launches = 1 : i64, ops = 2 : i64
+// NOKERNEL-LABEL: func.func public @fused_chain
+// NOKERNEL-NOT: costmodel.kernel
+// NOKERNEL: return
+func.func public @fused_chain(%a: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  %0 = stablehlo.add %a, %a : tensor<8x4xf32>
+  %1 = stablehlo.exponential %0 : tensor<8x4xf32>
+  return %1 : tensor<8x4xf32>
+}
+
+// -----
+
+// The calibrated backend adds the launch overhead and measured efficiencies to each kernel.
+// RUN: stablehlo-opt %s --split-input-file --annotate-cost="hardware=h100-sxm backend=calibrated" | filecheck %s --check-prefix=CAL
+// CAL-LABEL: func.func public @calibrated
+// CAL: stablehlo.dot_general {{.*}}costmodel.kernel_cost = {backend = "calibrated", bound = "compute"{{.*}}kind = "gemm"{{.*}}tile_efficiency =
+func.func public @calibrated(%a: tensor<4096x4096xbf16>, %b: tensor<4096x4096xbf16>) -> tensor<4096x4096xbf16> {
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<4096x4096xbf16>, tensor<4096x4096xbf16>) -> tensor<4096x4096xbf16>
+  return %0 : tensor<4096x4096xbf16>
+}

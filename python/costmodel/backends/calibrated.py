@@ -34,6 +34,10 @@ from ..hardware import HardwareSpec
 from ..rules import MATRIX, OpCost
 from . import BackendError, KernelCost
 
+# K extent of one CUTLASS/cuBLAS tensor-core tile (ThreadblockShape<128, 256, 64>): a
+# split-K slice keeps at least this much of K.
+SPLIT_K_TILE = 64
+
 REQUIRED = (
     "matrix_efficiency",
     "memory_efficiency",
@@ -95,27 +99,45 @@ class CalibratedBackend:
                 a //= 2
         return sorted(out, reverse=True)
 
-    def tile_efficiency(self, m: int, n: int, batch: int = 1) -> float:
-        """Useful fraction of the tile slots of the GEMM's waves (1.0 = no quantization
-        loss), for the best tile shape the library can pick."""
-        m, n, batch = max(1, m), max(1, n), max(1, batch)
-        best = 0.0
+    def gemm_plan(self, m: int, n: int, k: int = 1, batch: int = 1) -> tuple[float, int]:
+        """(tile efficiency, split-K factor) of the best plan the library can pick.
+
+        Efficiency is the useful fraction of the tile slots of the GEMM's waves (1.0 = no
+        quantization loss). When the output has fewer tiles than compute units, libraries
+        split K over several tiles (CUTLASS split-K / stream-K; cuDNN weight gradients) as
+        long as each split keeps a whole K tile (SPLIT_K_TILE): s splits give
+        tiles x s work units of K / s each."""
+        m, n, k, batch = max(1, m), max(1, n), max(1, k), max(1, batch)
+        best, best_s = 0.0, 1
+        max_split = max(1, k // SPLIT_K_TILE)
         for tm, tn in self._tile_shapes:
             tiles = math.ceil(m / tm) * math.ceil(n / tn) * batch
-            waves = math.ceil(tiles / self.units)
-            best = max(best, (m * n * batch) / (waves * self.units * tm * tn))
-        return best
+            splits = 1
+            if tiles < self.units and max_split > 1:
+                splits = min(max_split, math.ceil(self.units / tiles))
+            for s_ in {1, splits}:
+                waves = math.ceil(tiles * s_ / self.units)
+                eff = (m * n * batch * s_) / (waves * self.units * tm * tn)
+                if eff > best + 1e-12:
+                    best, best_s = min(1.0, eff), s_
+        return best, best_s
+
+    def tile_efficiency(self, m: int, n: int, batch: int = 1, k: int = 1) -> float:
+        return self.gemm_plan(m, n, k, batch)[0]
 
     def _time(self, flops_by_unit: dict, nbytes: int, launches: int, gemm) -> KernelCost:
         compute_ns = 0.0
         tile_eff = None
+        split = 1
         for (unit, dtype), work in flops_by_unit.items():
             rate = self._flops_per_ns(unit, dtype)
             if unit == MATRIX:
                 if gemm is not None:
-                    tile_eff = self.tile_efficiency(gemm.m, gemm.n, gemm.batch)
+                    tile_eff, split = self.gemm_plan(gemm.m, gemm.n, gemm.k, gemm.batch)
                 rate *= self.matrix_efficiency * (tile_eff if tile_eff is not None else 1.0)
             compute_ns += work / rate
+        if split > 1:  # split-K partial sums (f32) written and read back once
+            nbytes += 2 * 4 * gemm.m * gemm.n * gemm.batch * split
         memory_ns = nbytes / self._bytes_per_ns
         launch_ns = self.launch_ns * max(1, launches)
         t = compute_ns + memory_ns - self.overlap * min(compute_ns, memory_ns) + launch_ns
@@ -126,6 +148,7 @@ class CalibratedBackend:
         detail = {"launch_ns": launch_ns}
         if tile_eff is not None:
             detail["tile_efficiency"] = round(tile_eff, 6)
+            detail["split_k"] = split
         return KernelCost(t, bound, detail)
 
     def estimate_kernel(self, kernel) -> KernelCost:

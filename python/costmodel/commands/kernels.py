@@ -1,0 +1,84 @@
+"""`costmodel kernels FILE`: the top kernels of a program by time."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from . import CommandError
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "kernels",
+        help="list the kernels of a program by time (annotates it first unless it already carries kernels)",
+    )
+    p.add_argument("file", help="StableHLO module (text or bytecode; '-' for stdin), annotated or not")
+    p.add_argument("--top", type=int, default=20, metavar="N", help="show the N costliest kernels (default 20)")
+    p.add_argument("--json", action="store_true", help="print every kernel as JSON")
+    p.add_argument("--hardware", help="annotate on this hardware (default: keep the file's annotation, else h100-sxm)")
+    p.add_argument("--backend", help="cost backend when annotating (default roofline)")
+    p.add_argument("--fusion", help="kernel formation when annotating: xla-gpu, xla-tpu (default: by hardware)")
+    p.set_defaults(func=_run)
+
+
+def _run(args) -> int:
+    from ..driver import read_input
+    from ..ir import DiagnosticEngine, InputError, ir, load_module, make_context
+    from ..kernels.report import collect_kernels, has_kernels, render_table
+    from ..passes.annotate_cost import DEFAULT_BACKEND, DEFAULT_HARDWARE, annotate_module
+
+    if args.top < 1:
+        raise CommandError(f"--top must be at least 1, got {args.top}")
+    if args.fusion == "none":
+        raise CommandError("--fusion none forms no kernels; use xla-gpu or xla-tpu")
+    try:
+        data, source = read_input(args.file)
+    except InputError as err:
+        raise CommandError(str(err)) from None
+    ctx = make_context(allow_unregistered_dialects=True)
+    diags = DiagnosticEngine(source)
+    with ctx:
+        try:
+            module = load_module(ctx, data, source)
+        except ir.MLIRError as err:
+            diags.add_mlir(err.error_diagnostics)
+            raise CommandError(diags.diagnostics[0].render() if diags.diagnostics else str(err)) from None
+        if args.hardware or args.backend or args.fusion or not has_kernels(module):
+            annotate_module(
+                module,
+                diags,
+                hardware=args.hardware or DEFAULT_HARDWARE,
+                backend=args.backend or DEFAULT_BACKEND,
+                fusion=args.fusion or "",
+            )
+            if not has_kernels(module):
+                raise CommandError("no kernels were formed (is the hardware a CPU? give --fusion xla-gpu)")
+        rows = collect_kernels(module)
+        from ..engine import SUMMARY_ATTR
+
+        summary = ir.DictAttr(module.attributes[SUMMARY_ATTR])
+        total_ns = ir.FloatAttr(summary["total_time_ns"]).value
+        hw = ir.StringAttr(summary["hardware"]).value
+        backend = ir.StringAttr(summary["backend"]).value
+        count = ir.IntegerAttr(summary["kernel_count"]).value
+        kbytes = ir.IntegerAttr(summary["kernel_bytes"]).value
+        fusion = ir.StringAttr(summary["fusion"]).value
+    if args.json:
+        doc = {
+            "hardware": hw,
+            "backend": backend,
+            "fusion": fusion,
+            "kernel_count": count,
+            "kernel_bytes": kbytes,
+            "total_time_ns": total_ns,
+            "kernels": [r.to_dict() for r in rows],
+        }
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return 0
+    sys.stdout.write(
+        f"{source}: {count} kernel launches, {kbytes / 1e9:.3f} GB moved, {total_ns / 1e6:.3f} ms "
+        f"on {hw} ({backend}, fusion {fusion})\n\n"
+    )
+    sys.stdout.write(render_table(rows, args.top, total_ns) + "\n")
+    return 0

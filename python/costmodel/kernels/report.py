@@ -1,0 +1,175 @@
+"""The kernels of an annotated module, for `costmodel kernels FILE` and `costmodel predict`.
+
+Reads `costmodel.kernel` (every op) and `costmodel.kernel_cost` (each kernel's root) and
+counts how often each kernel runs in one execution of the program (loop trip counts x
+call sites), walking from the public functions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir import ir
+
+KERNEL_ATTR = "costmodel.kernel"
+KERNEL_COST_ATTR = "costmodel.kernel_cost"
+
+
+@dataclass
+class KernelRow:
+    id: int
+    kind: str
+    time_ns: float
+    bound: str
+    flops: int
+    bytes_read: int
+    bytes_written: int
+    launches: int
+    executions: int = 0
+    ops: list = field(default_factory=list)  # op names (root last)
+    shape: str = ""  # the root's result type
+    location: str = ""
+
+    @property
+    def total_time_ns(self) -> float:
+        return self.time_ns * self.executions
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "executions": self.executions,
+            "time_ns": self.time_ns,
+            "total_time_ns": self.total_time_ns,
+            "bound": self.bound,
+            "flops": self.flops,
+            "bytes_read": self.bytes_read,
+            "bytes_written": self.bytes_written,
+            "launches": self.launches,
+            "ops": self.ops,
+            "shape": self.shape,
+            "location": self.location,
+        }
+
+
+def has_kernels(module) -> bool:
+    from ..engine import SUMMARY_ATTR
+
+    if SUMMARY_ATTR not in module.attributes:
+        return False
+    d = ir.DictAttr(module.attributes[SUMMARY_ATTR])
+    return "kernel_count" in d
+
+
+def _int(d, key) -> int:
+    return ir.IntegerAttr(d[key]).value if key in d else 0
+
+
+def collect_kernels(module) -> list[KernelRow]:
+    """Every kernel of the module with its executions per program run."""
+    from ..ir import format_location
+
+    rows: dict[int, KernelRow] = {}
+    members: dict[int, list] = {}
+    funcs = {}
+    for op in module.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name == "func.func":
+            funcs[ir.StringAttr(op.attributes["sym_name"]).value] = op
+    # pass 1: kernels and their members
+    stack = [module]
+    while stack:
+        op = stack.pop()
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    child = child.operation
+                    attrs = child.attributes
+                    if KERNEL_ATTR in attrs:
+                        kid = ir.IntegerAttr(attrs[KERNEL_ATTR]).value
+                        members.setdefault(kid, []).append(child.name)
+                    if KERNEL_COST_ATTR in attrs:
+                        d = ir.DictAttr(attrs[KERNEL_COST_ATTR])
+                        kid = _int(d, "id")
+                        shape = str(child.results[0].type) if len(child.results) else ""
+                        rows[kid] = KernelRow(
+                            id=kid,
+                            kind=ir.StringAttr(d["kind"]).value,
+                            time_ns=ir.FloatAttr(d["time_ns"]).value,
+                            bound=ir.StringAttr(d["bound"]).value,
+                            flops=_int(d, "flops") + _int(d, "transcendentals"),
+                            bytes_read=_int(d, "bytes_read"),
+                            bytes_written=_int(d, "bytes_written"),
+                            launches=_int(d, "launches") or 1,
+                            shape=shape,
+                            location=format_location(child.location, ""),
+                        )
+                    stack.append(child)
+    for kid, names in members.items():
+        if kid in rows:
+            rows[kid].ops = names
+    # pass 2: executions, from the public functions
+    entries = []
+    for name, fn in funcs.items():
+        vis = fn.attributes["sym_visibility"] if "sym_visibility" in fn.attributes else None
+        if vis is None or ir.StringAttr(vis).value == "public":
+            entries.append(fn)
+    work = [(fn, 1, (ir.StringAttr(fn.attributes["sym_name"]).value,)) for fn in entries]
+    while work:
+        op, times, path = work.pop()
+        for region in op.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    child = child.operation
+                    attrs = child.attributes
+                    if KERNEL_COST_ATTR in attrs:
+                        kid = _int(ir.DictAttr(attrs[KERNEL_COST_ATTR]), "id")
+                        if kid in rows:
+                            rows[kid].executions += times
+                    n = times
+                    if child.name in ("stablehlo.while", "chlo.scan") and "costmodel.cost" in attrs:
+                        d = ir.DictAttr(attrs["costmodel.cost"])
+                        if "trip_count" in d:
+                            n = times * max(0, ir.IntegerAttr(d["trip_count"]).value)
+                    if child.name == "func.call":
+                        callee = ir.FlatSymbolRefAttr(attrs["callee"]).value
+                        if callee in funcs and callee not in path:
+                            work.append((funcs[callee], n, path + (callee,)))
+                        continue
+                    if child.regions:
+                        work.append((child, n, path))
+    return sorted(rows.values(), key=lambda r: (-r.total_time_ns, r.id))
+
+
+def _fmt_ns(ns: float) -> str:
+    if ns >= 1e6:
+        return f"{ns / 1e6:.3f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.1f} us"
+    return f"{ns:.0f} ns"
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _ops_text(names: list[str], width: int = 40) -> str:
+    short = [n.split(".", 1)[-1] for n in names]
+    text = ",".join(short)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def render_table(rows: list[KernelRow], top: int, total_ns: float | None = None) -> str:
+    total = total_ns if total_ns else sum(r.total_time_ns for r in rows) or 1.0
+    header = f"{'id':>5} {'kind':<7} {'runs':>5} {'time':>10} {'share':>6} {'bound':<8} {'bytes':>10} {'flops':>10}  ops / shape"
+    lines = [header, "-" * len(header)]
+    for r in rows[:top]:
+        lines.append(
+            f"{r.id:>5} {r.kind:<7} {r.executions:>5} {_fmt_ns(r.total_time_ns):>10} "
+            f"{100 * r.total_time_ns / total:>5.1f}% {r.bound:<8} {_fmt_bytes(r.bytes_read + r.bytes_written):>10} "
+            f"{r.flops:>10.3g}  {len(r.ops)}: {_ops_text(r.ops)} -> {r.shape}"
+        )
+    return "\n".join(lines)
