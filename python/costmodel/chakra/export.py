@@ -51,7 +51,7 @@ import shutil
 import time
 from typing import Callable
 
-from ..engine import COST_ATTR, SUMMARY_ATTR, infer_trip_count
+from ..engine import COST_ATTR, KERNEL_COST_ATTR, SUMMARY_ATTR, infer_trip_count
 from ..ir import InputError, format_location, ir
 from . import et_def_pb2 as pb
 from .io import CHAKRA_VERSION, encode_trace, make_metadata
@@ -145,6 +145,7 @@ class TNode:
     flops: int = 0
     nbytes: int = 0
     op_count: int = 0
+    kernel_count: int = 0  # kernels (costmodel.kernel_cost roots) in this node
     duration_us: int = 0
     # communication
     comm_kind: str = ""
@@ -340,9 +341,27 @@ class _Builder:
         for r in op.results:
             vals[r] = res
 
+    def _kernel(self, op):
+        """(name, flops, bytes, ops) of the kernel `op` is the root of, or None."""
+        if KERNEL_COST_ATTR not in op.attributes:
+            return None
+        d = ir.DictAttr(op.attributes[KERNEL_COST_ATTR])
+
+        def i(key):
+            return ir.IntegerAttr(d[key]).value if key in d else 0
+
+        name = f"kernel.{i('id')}.{ir.StringAttr(d['kind']).value}"
+        return name, i("flops") + i("transcendentals"), i("bytes_read") + i("bytes_written"), i("ops")
+
     def add_compute(self, op, name: str, c: tuple, deps: set) -> tuple:
         t, flops, nbytes, _ = c
+        kernel = self._kernel(op)
         if not self.region_mode:
+            if kernel is not None:  # one node per kernel: its other ops carry no time
+                node = self._new("comp", kernel[0], deps)
+                node.time_ns, node.flops, node.nbytes, node.op_count = t, kernel[1], kernel[2], kernel[3]
+                node.kernel_count = 1
+                return (node.idx,)
             node = self._new("comp", f"{name.split('.', 1)[-1]}.{len(self.nodes)}", deps)
             node.time_ns, node.flops, node.nbytes, node.op_count = t, flops, nbytes, 1
             return (node.idx,)
@@ -358,9 +377,15 @@ class _Builder:
         deps.discard(ch.idx)
         ch.deps |= deps
         ch.time_ns += t
-        ch.flops += flops
-        ch.nbytes += nbytes
-        ch.op_count += 1
+        if kernel is not None:
+            ch.flops += kernel[1]
+            ch.nbytes += kernel[2]
+            ch.op_count += kernel[3]
+            ch.kernel_count += 1
+        else:
+            ch.flops += flops
+            ch.nbytes += nbytes
+            ch.op_count += 1
         return (ch.idx,)
 
     def _decode(self, op):
@@ -679,6 +704,8 @@ def instantiate(
                 _attr(n, "num_ops", int64_val=max(1, tn.flops))
                 _attr(n, "tensor_size", int64_val=max(1, tn.nbytes))
                 _attr(n, "op_count", int64_val=tn.op_count)
+                if tn.kernel_count:
+                    _attr(n, "kernel_count", int64_val=tn.kernel_count)
                 last_comp = n.id
                 out.append(n)
                 idmap[tn.idx] = (n.id,)

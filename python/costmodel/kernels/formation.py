@@ -622,7 +622,9 @@ def _make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, 
         if work:
             key = (c.unit, c.dtype)
             k.flops_by_unit[key] = k.flops_by_unit.get(key, 0) + work
-    single = len(idx) == 1 and not dups
+    # one opaque op (sort, scatter, custom_call, a given fusion ...): the rule's XLA byte
+    # accounting; otherwise the kernel's distinct external values
+    single = len(idx) == 1 and not dups and nodes[idx[0]].cls == OPAQUE
     if single:
         c = nodes[idx[0]].cost
         k.bytes_read, k.bytes_written = c.bytes_read, c.bytes_written
