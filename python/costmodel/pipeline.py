@@ -6,7 +6,9 @@ simulate, for one module on one system with one backend.
     p.step_time_ms, p.compute_ms, p.exposed_comm_ms, p.kernel_count
 
 The module text is parsed afresh for every call (the passes annotate it in place). A
-module that is sharded but not partitioned is partitioned first (propagate-shardings).
+module that is sharded but not partitioned is partitioned first (propagate-shardings);
+private functions are inlined before kernel formation, as XLA does before it fuses
+(`inline=False` keeps the calls as kernel boundaries).
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ def predict_step(
     hardware: str | None = None,
     source: str = "<module>",
     granularity: str = "region",
+    inline: bool = True,
 ) -> StepPrediction:
     from .chakra.export import run_from_pass
     from .passes import PassError, PassSession, get_pass, parse_options
@@ -99,6 +102,11 @@ def predict_step(
                 if find_unpartitioned_sharding(module) is not None:
                     prop = get_pass("propagate-shardings")
                     prop.run(module, parse_options(prop, ""), session)
+                if inline:
+                    # XLA inlines every call before it fuses; so do we, in our copy
+                    from .ir import passmanager
+
+                    passmanager.PassManager.parse("builtin.module(inline)").run(module)
                 annotate_module(module, diags, hardware=hw, backend=backend, fusion=fusion)
                 extract = get_pass("extract-collectives")
                 extract.run(module, parse_options(extract, f"system={system} chakra=false"), session)

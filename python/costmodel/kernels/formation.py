@@ -151,6 +151,9 @@ GEMM_EPILOGUE_OPS = frozenset(
     }
 )
 MAX_EPILOGUE_OPS = 4
+# Blocks larger than this skip the cycle checks and so multi-output and sibling fusion
+# (ancestry bitsets grow as n^2 bits).
+MAX_ANCESTRY_NODES = 40000
 # XLA GPU: kMaxOperandsAndOutputsPerFusion (instruction_fusion / gpu_fusible.h).
 MAX_FUSION_PARAMS = 96
 # XLA GPU ReductionDimensionRaceFreeBound: rows MinThreadsXRowReduction(1024) x 16,
@@ -286,6 +289,11 @@ class _Groups:
         self.epilogue_ops = [0] * n
         self.members: dict[int, list[int]] = {i: [i] for i in range(n)}
         self.hero: list = [None] * n  # the reduce node of an input kernel
+        # ancestry as Python-int bitsets (set by form_kernels for blocks up to
+        # MAX_ANCESTRY_NODES ops): anc[g] = every op some member of g depends on, itself
+        # included; mask[g] = the members. None: no cycle checks, no multi-output fusion.
+        self.anc: list | None = None
+        self.mask: list | None = None
 
     def find(self, i: int) -> int:
         p = self.parent
@@ -303,6 +311,9 @@ class _Groups:
             return g
         self.parent[gi] = g
         self.members[g].extend(self.members.pop(gi))
+        if self.anc is not None:
+            self.anc[g] |= self.anc[gi]
+            self.mask[g] |= self.mask[gi]
         self.kind[g] = kind
         self.size[g] += self.size[gi]
         self.max_index[g] = max(self.max_index[g], self.max_index[gi])
@@ -350,6 +361,16 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
         if nd.cls == REDUCE:
             g.hero[i] = i
 
+    if n <= MAX_ANCESTRY_NODES and policy != "given":
+        anc = [0] * n
+        for j in range(n):
+            a = 1 << j
+            for i in operand_nodes[j]:
+                if i is not None:
+                    a |= anc[i]
+            anc[j] = a
+        g.anc = anc
+        g.mask = [1 << j for j in range(n)]
     duplicated: dict[int, list[int]] = {}
     absorbed = [False] * n
     if policy not in ("given",):
@@ -471,25 +492,15 @@ def _merged_kind(kind_g: str, producer_cls: str) -> str:
     return kind_g
 
 
-def _reaches(start: list[int], target: int, g: _Groups, users, limit: int = 1000) -> bool:
-    """Is group `target` reachable from nodes `start` (through users)? Conservative:
-    True when the search exceeds `limit` steps."""
-    bound = g.max_index[target]
-    seen = set()
-    stack = [s for s in start]
-    steps = 0
-    while stack:
-        x = stack.pop()
-        if x in seen or x > bound:
-            continue
-        seen.add(x)
-        if g.find(x) == target:
-            return True
-        steps += 1
-        if steps > limit:
-            return True
-        stack.extend(users[x])
-    return False
+def _reaches(start: list[int], target: int, g: _Groups, users=None) -> bool:
+    """Does some op of group `target` depend on one of the ops `start`? (True when no
+    ancestry is known: the caller then does not fuse.)"""
+    if g.anc is None:
+        return True
+    m = 0
+    for x in start:
+        m |= 1 << x
+    return bool(g.anc[target] & m)
 
 
 def _producer_consumer(nodes, g: _Groups, users, external_use, duplicated, absorbed, policy) -> None:
@@ -592,11 +603,11 @@ def _sibling_fusion(nodes, g: _Groups, users, operand_nodes, policy) -> None:
                 base = keep
 
 
-def _group_reaches(src: int, dst: int, g: _Groups, users, n: int) -> bool:
-    starts = []
-    for x in g.members[src]:
-        starts.extend(u for u in users[x] if g.find(u) != src)
-    return _reaches(starts, dst, g, users) if starts else False
+def _group_reaches(src: int, dst: int, g: _Groups, users=None, n: int = 0) -> bool:
+    """Does some op of group `dst` depend on an op of group `src`?"""
+    if g.anc is None:
+        return True
+    return bool(g.anc[dst] & g.mask[src])
 
 
 # ---------------------------------------------------------------------------
