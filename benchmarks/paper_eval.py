@@ -45,7 +45,7 @@ def workload_path(model: str, directory: str) -> str | None:
         paper = os.path.join(SHARED, "workloads", "resnet18_train_4_devices.mlir")
         if os.path.exists(paper):
             return paper
-    for name in (f"{model}_train_bf16_4dev.mlir", f"{model}_train_4dev_bf16.mlir", f"{model}.mlir"):
+    for name in (f"{model}_train_4_devices.mlir", f"{model}_train_bf16_4dev.mlir", f"{model}.mlir"):
         p = os.path.join(directory, name)
         if os.path.exists(p):
             return p

@@ -371,13 +371,18 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
             anc[j] = a
         g.anc = anc
         g.mask = [1 << j for j in range(n)]
-    duplicated: dict[int, list[int]] = {}
+    duplicated: list[tuple[int, int]] = []  # (group at the time, duplicated node)
     absorbed = [False] * n
     if policy not in ("given",):
         _producer_consumer(nodes, g, users, external_use, duplicated, absorbed, policy)
         _sibling_fusion(nodes, g, users, operand_nodes, policy)
 
     members = {gid: sorted(ms) for gid, ms in g.members.items()}
+    dups_of: dict[int, list[int]] = {}  # groups merged after a copy was made keep it
+    for gid, i in duplicated:
+        lst = dups_of.setdefault(g.find(gid), [])
+        if i not in lst:
+            lst.append(i)
     kernels = []
     for root_g in sorted(members, key=lambda r: max(members[r])):
         idx = members[root_g]
@@ -392,7 +397,7 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
             idx = [i for i in idx if nodes[i].cost is not None]
             if not idx:
                 continue
-        dups = [d for d in duplicated.get(root_g, []) if d not in idx]
+        dups = sorted(d for d in dups_of.get(root_g, []) if d not in idx)
         kernels.append(_make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, policy))
     return kernels
 
@@ -527,7 +532,9 @@ def _producer_consumer(nodes, g: _Groups, users, external_use, duplicated, absor
             taken = 0
             for gid in ugroups:
                 if _accepts(nodes, g, gid, i, policy, users):
-                    duplicated.setdefault(gid, []).append(i)
+                    duplicated.append((gid, i))
+                    if g.anc is not None:
+                        g.anc[gid] |= g.anc[i]
                     taken += 1
             if taken == len(ugroups) and not external_use[i]:
                 absorbed[i] = True
