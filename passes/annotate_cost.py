@@ -13,7 +13,7 @@ from costmodel.engine import CostEngine
 from costmodel.hardware import SpecError, load_hardware
 from costmodel.ir import InputError, ir
 
-from . import PassInfo, PassOption, PassSession, register_pass
+from . import PassInfo, PassOption, PassSession, register_pass, warn_recosting
 
 DEFAULT_HARDWARE = "h100-sxm"
 DEFAULT_BACKEND = "roofline"
@@ -25,6 +25,7 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
         backend = make_backend(options["backend"], hardware, options["extra"])
     except (SpecError, BackendError) as err:
         raise InputError(str(err)) from None
+    warn_recosting(module, hardware.name, session)
     engine = CostEngine(backend, hardware.name, session.diagnostics, backend_name=options["backend"])
     engine.run(module)
 
