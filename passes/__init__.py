@@ -9,6 +9,8 @@ the IR: `costmodel.cost`, `costmodel.collective` and `costmodel.summary` attribu
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import math
 import os
 import shlex
 from typing import Any, Callable
@@ -24,6 +26,7 @@ __all__ = [
     "get_pass",
     "all_passes",
     "parse_options",
+    "warn_recosting",
 ]
 
 
@@ -37,6 +40,12 @@ class PassOption:
     type: type  # str | int | float | bool
     default: Any
     help: str
+    # str options: the accepted values (None: any string; the default is always accepted).
+    choices: tuple[str, ...] | None = None
+    # int/float options: the accepted closed range (None: no bound on that side). Numbers
+    # are always finite, and ints fit in int64 (IR attributes are i64).
+    minimum: float | None = None
+    maximum: float | None = None
 
 
 @dataclasses.dataclass
@@ -71,7 +80,14 @@ class PassInfo:
         lines = [f"  --{self.argument}  {self.summary}"]
         for o in self.options:
             default = "" if o.default in (None, "") else f" (default: {o.default})"
-            lines.append(f"      {o.name}=<{o.type.__name__}>  {o.help}{default}")
+            allowed = ""
+            if o.choices is not None:
+                allowed = f" [{'|'.join(o.choices)}]"
+            elif o.minimum is not None or o.maximum is not None:
+                lo = "" if o.minimum is None else f"{o.minimum:g} <= "
+                hi = "" if o.maximum is None else f" <= {o.maximum:g}"
+                allowed = f" [{lo}{o.name}{hi}]"
+            lines.append(f"      {o.name}=<{o.type.__name__}>  {o.help}{allowed}{default}")
         if self.extra_options_help:
             lines.append(f"      <key>=<value>  {self.extra_options_help}")
         return "\n".join(lines)
@@ -116,25 +132,89 @@ def get_pass(argument: str) -> PassInfo | None:
     return _REGISTRY.get(argument)
 
 
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+# Extra (pass-through) options whose key ends in one of these units are quantities: a
+# finite number >= 0 (house style: the unit is part of the name, e.g. overhead_ns).
+QUANTITY_SUFFIXES = ("_ns", "_us", "_ms", "_bytes", "_GiB", "_GBps", "_TFLOPS")
+
+
+def _range_error(info: PassInfo, opt: PassOption, raw: str) -> InputError:
+    lo, hi = opt.minimum, opt.maximum
+    noun = "an integer" if opt.type is int else "a number"
+    if lo is not None and hi is not None:
+        want = f"{noun} from {lo:g} to {hi:g}"
+    elif lo is not None:
+        want = f"{noun} >= {lo:g}"
+    else:
+        want = f"{noun} <= {hi:g}"
+    return InputError(f"pass '{info.argument}': option '{opt.name}' expects {want}, got '{raw}'")
+
+
 def _convert(info: PassInfo, opt: PassOption, raw: str):
+    where = f"pass '{info.argument}': option '{opt.name}'"
     if opt.type is bool:
         low = raw.lower()
         if low in ("1", "true", "yes", "on", ""):
             return True
         if low in ("0", "false", "no", "off"):
             return False
-        raise InputError(f"pass '{info.argument}': option '{opt.name}' expects true or false, got '{raw}'")
+        raise InputError(f"{where} expects true or false, got '{raw}'")
     if opt.type is int:
         try:
-            return int(raw)
+            value = int(raw)
         except ValueError:
-            raise InputError(f"pass '{info.argument}': option '{opt.name}' expects an integer, got '{raw}'") from None
-    if opt.type is float:
+            raise InputError(f"{where} expects an integer, got '{raw}'") from None
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise InputError(f"{where} expects an integer that fits in 64 bits, got '{raw}'")
+    elif opt.type is float:
         try:
-            return float(raw)
+            value = float(raw)
         except ValueError:
-            raise InputError(f"pass '{info.argument}': option '{opt.name}' expects a number, got '{raw}'") from None
-    return raw
+            raise InputError(f"{where} expects a number, got '{raw}'") from None
+        if not math.isfinite(value):  # inf, nan, and 1e400 (which reads as inf)
+            raise InputError(f"{where} expects a finite number, got '{raw}'")
+    else:
+        if opt.choices is not None and raw not in opt.choices and raw != opt.default:
+            raise InputError(f"{where} expects one of {', '.join(opt.choices)}, got '{raw}'")
+        return raw
+    if (opt.minimum is not None and value < opt.minimum) or (opt.maximum is not None and value > opt.maximum):
+        raise _range_error(info, opt, raw)
+    return value
+
+
+def _check_extra(info: PassInfo, key: str, raw: str) -> None:
+    """Pass-through options stay strings for whoever takes them, but a value that reads
+    as a number must be finite, and a quantity (unit-suffixed key) a number >= 0."""
+    where = f"pass '{info.argument}': option '{key}'"
+    try:
+        value = float(raw)
+    except ValueError:
+        if key.endswith(QUANTITY_SUFFIXES):
+            raise InputError(f"{where} expects a number >= 0, got '{raw}'") from None
+        return
+    if not math.isfinite(value):
+        raise InputError(f"{where} expects a finite number, got '{raw}'")
+    if key.endswith(QUANTITY_SUFFIXES) and value < 0:
+        raise InputError(f"{where} expects a number >= 0, got '{raw}'")
+
+
+def _norm_key(key: str) -> str:
+    return key.replace("_", "-").lower()
+
+
+def closest_option(key: str, names, cutoff: float = 0.6) -> str | None:
+    """The known option name closest to a misspelt `key` (difflib), if any is close."""
+    names = list(names)
+    by_norm = {_norm_key(n): n for n in names}
+    hits = difflib.get_close_matches(_norm_key(key), list(by_norm), n=1, cutoff=cutoff)
+    return by_norm[hits[0]] if hits else None
+
+
+def _unknown_option(info: PassInfo, key: str, suggestion: str | None) -> InputError:
+    names = ", ".join(o.name for o in info.options) or "none"
+    hint = f"; did you mean '{suggestion}'?" if suggestion else ""
+    return InputError(f"pass '{info.argument}' has no option '{key}'{hint} (options: {names})")
 
 
 def split_option_text(text: str) -> list[tuple[str, str]]:
@@ -188,6 +268,11 @@ def split_option_text(text: str) -> list[tuple[str, str]]:
     return pairs
 
 
+# How close (difflib ratio) a pass-through key must be to one of the pass's own options to
+# be taken for a misspelling of it: hardwre/hardware 0.93, backnd/backend 0.92.
+TYPO_CUTOFF = 0.8
+
+
 def parse_options(info: PassInfo, text: str) -> dict:
     """Typed options of `info` from MLIR option text; unknown keys are errors unless the
     pass takes extra options (then they are collected under "extra")."""
@@ -199,12 +284,41 @@ def parse_options(info: PassInfo, text: str) -> dict:
         if norm in known:
             values[norm] = _convert(info, known[norm], raw)
         elif info.extra_options_help is not None:
+            # Pass-through keys may be anything, but one a letter or two away from an
+            # option of the pass itself is a typo (hardwre=...), not a backend option.
+            near = closest_option(key, known, cutoff=TYPO_CUTOFF)
+            if near is not None:
+                raise _unknown_option(info, key, near)
+            _check_extra(info, key, raw)
             extra[key] = raw
         else:
-            names = ", ".join(known) or "none"
-            raise InputError(f"pass '{info.argument}' has no option '{key}' (options: {names})")
+            raise _unknown_option(info, key, closest_option(key, known))
     values["extra"] = extra
     return values
+
+
+def warn_recosting(module: ir.Operation, hardware_name: str, session: PassSession) -> None:
+    """Before annotate-cost costs a module that extract-collectives already annotated: its
+    `costmodel.collective` times stay those of that run's system, and the new summary
+    drops the collective totals. Warn when that system's devices are not `hardware_name`
+    (the module would mix two machines)."""
+    attrs = module.attributes
+    if "costmodel.summary" not in attrs:  # costmodel.engine.SUMMARY_ATTR
+        return
+    summary = ir.DictAttr(attrs["costmodel.summary"])
+    if "system" not in summary:  # extract-collectives has not run
+        return
+    system = ir.StringAttr(summary["system"]).value
+    system_hw = ir.StringAttr(summary["system_hardware"]).value if "system_hardware" in summary else None
+    if system_hw == hardware_name:
+        return
+    devices = f"'{system_hw}' devices" if system_hw else "devices of unknown hardware"
+    session.diagnostics.warning(
+        module.location,
+        f"annotate-cost: costing for hardware '{hardware_name}' a module whose collectives extract-collectives "
+        f"timed for system '{system}' ({devices}): the costmodel.collective times stay those of '{system}' "
+        f"and the summary loses its collective totals; run --annotate-cost before --extract-collectives",
+    )
 
 
 def quote_for_display(text: str) -> str:

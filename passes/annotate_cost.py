@@ -17,7 +17,7 @@ from costmodel.hardware import SpecError, load_hardware
 from costmodel.ir import InputError, ir
 from costmodel.kernels import FUSION_POLICIES, default_policy_for
 
-from . import PassInfo, PassOption, PassSession, register_pass
+from . import PassInfo, PassOption, PassSession, register_pass, warn_recosting
 
 DEFAULT_HARDWARE = "h100-sxm"
 DEFAULT_BACKEND = "roofline"
@@ -31,6 +31,7 @@ def annotate_module(
     backend: str = DEFAULT_BACKEND,
     fusion: str = "",
     backend_options: dict | None = None,
+    session: PassSession | None = None,
 ) -> CostEngine:
     """What the pass does, callable in-process (`costmodel kernels`, `predict`).
     Raises InputError for a bad hardware, backend or fusion name."""
@@ -44,6 +45,8 @@ def annotate_module(
         raise InputError(
             f"pass 'annotate-cost': option 'fusion' expects one of {', '.join(FUSION_POLICIES)}, got '{policy}'"
         )
+    if session is not None:
+        warn_recosting(module, spec.name, session)
     engine = CostEngine(impl, spec.name, diagnostics, backend_name=backend, fusion=policy)
     engine.run(module)
     return engine
@@ -57,6 +60,7 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
         backend=options["backend"],
         fusion=options["fusion"],
         backend_options=options["extra"],
+        session=session,
     )
 
 

@@ -21,6 +21,7 @@ from costmodel.collectives import (
     grid_size,
     sdy_meshes,
 )
+from costmodel.commmodel import ALGORITHM_NAMES, CommModelError, implements, resolve_algorithm
 from costmodel.engine import COST_ATTR, SUMMARY_ATTR
 from costmodel.ir import InputError, f64_attr, ir
 
@@ -29,6 +30,8 @@ from .export_chakra import CHAKRA_OPTIONS, SYSTEM_OPTION
 
 COLLECTIVE_ATTR = "costmodel.collective"
 GRANULARITIES = ("op", "region")
+# the kinds a collective algorithm applies to (the others are point-to-point or broadcasts)
+COLLECTIVE_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 # Distinct groups timed per op; beyond this the op's time is the max over the first ones
 # (groups of one op almost always have the same shape on the network).
 MAX_TIMED_GROUPS = 256
@@ -62,7 +65,9 @@ class _Timer:
 
         self._fn = collective_time_ns
         self.system = system
-        self.algorithm = algorithm or None
+        # the ASTRA-sim implementation forced by algorithm= (None: the system's)
+        self.algorithm = resolve_algorithm(algorithm) if algorithm else None
+        self.not_applied: set[str] = set()  # collective kinds the forced algorithm does not run
         self._cache: dict = {}
 
     def time(self, kind: str, comm_bytes: int, group: list[int]) -> tuple[float, str]:
@@ -70,13 +75,18 @@ class _Timer:
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        if self.algorithm is None:
-            t, alg = self._fn(self.system, kind, comm_bytes, list(group))
-        else:
-            try:
-                t, alg = self._fn(self.system, kind, comm_bytes, list(group), algorithm=self.algorithm)
-            except TypeError:
-                raise InputError("the communication model does not take an algorithm override") from None
+        algorithm = self.algorithm
+        if algorithm is not None and not implements(algorithm, kind):
+            if kind in COLLECTIVE_KINDS:
+                self.not_applied.add(kind)
+            algorithm = None
+        try:
+            if algorithm is None:
+                t, alg = self._fn(self.system, kind, comm_bytes, list(group))
+            else:
+                t, alg = self._fn(self.system, kind, comm_bytes, list(group), algorithm=algorithm)
+        except CommModelError as err:
+            raise InputError(f"extract-collectives: {err}") from None
         res = (float(t), str(alg))
         self._cache[key] = res
         return res
@@ -123,7 +133,7 @@ def _collective_attr(info: CollectiveInfo, algorithm: str, time_ns: float, execu
     )
 
 
-def _write_summary(module, system_name: str, per_kind: dict, ops: int, unsupported: int) -> None:
+def _write_summary(module, system, system_name: str, per_kind: dict, ops: int, unsupported: int) -> None:
     i64 = ir.IntegerType.get_signless(64)
     entries = {}
     if SUMMARY_ATTR in module.attributes:
@@ -135,6 +145,9 @@ def _write_summary(module, system_name: str, per_kind: dict, ops: int, unsupport
     nbytes = sum(v["bytes"] for v in per_kind.values())
     t = sum(v["time_ns"] for v in per_kind.values())
     entries["system"] = ir.StringAttr.get(system_name)
+    hw_spec = getattr(system, "hardware_spec", None)
+    if hw_spec is not None:  # what annotate-cost compares its hardware with (warn_recosting)
+        entries["system_hardware"] = ir.StringAttr.get(hw_spec.name)
     entries["collective_ops"] = ir.IntegerAttr.get(i64, ops)
     entries["collective_count"] = ir.IntegerAttr.get(i64, count)
     entries["collective_bytes"] = ir.IntegerAttr.get(i64, nbytes)
@@ -195,6 +208,22 @@ def refuse_unpartitioned(module: ir.Operation, pass_name: str, session: PassSess
         raise PassError("unpartitioned module")
 
 
+def _warn_unused_trace_options(module: ir.Operation, options: dict, session: PassSession) -> None:
+    """chakra=false writes no trace: say so for every trace option given a non-default value."""
+    given = [
+        f"{o.name}={str(options[o.name]).lower() if o.type is bool else options[o.name]}"
+        for o in CHAKRA_OPTIONS
+        if options.get(o.name, o.default) != o.default
+    ]
+    if given:
+        what = "the simulator runs on the trace, so nothing is simulated" if options.get("simulate") else "no trace is written"
+        session.diagnostics.warning(
+            module.location,
+            f"extract-collectives: {', '.join(given)} ignored with chakra=false ({what}); "
+            f"drop chakra=false to write the Chakra trace",
+        )
+
+
 def run(module: ir.Operation, options: dict, session: PassSession) -> None:
     if options["granularity"] not in GRANULARITIES:
         raise InputError(
@@ -203,8 +232,13 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
     refuse_unpartitioned(module, "extract-collectives", session)
     system = _load_system(options["system"])
     system_name = getattr(system, "name", options["system"])
-    timer = _Timer(system, options.get("algorithm") or None)
+    try:
+        timer = _Timer(system, options.get("algorithm") or None)
+    except CommModelError as err:
+        raise InputError(f"pass 'extract-collectives': option 'algorithm': {err}") from None
     diags = session.diagnostics
+    if not options["chakra"]:
+        _warn_unused_trace_options(module, options, session)
     _ensure_costed(module, system, system_name, session)
     R, P = device_grid(module)
     meshes = sdy_meshes(module)
@@ -256,8 +290,19 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
             k["time_ns"] += t * mult
         if failed:
             raise PassError("extract-collectives failed")
-        _write_summary(module, system_name, per_kind, ops, unsupported)
+        _write_summary(module, system, system_name, per_kind, ops, unsupported)
 
+    if timer.not_applied:
+        kinds = ", ".join(k for k in COLLECTIVE_KINDS if k in timer.not_applied)
+        session.messages.append(
+            f"extract-collectives: algorithm '{options['algorithm']}' ({timer.algorithm}) does not implement "
+            f"{kinds}; those use the implementation of system '{system_name}'"
+        )
+    if options["algorithm"] and options["chakra"]:
+        session.messages.append(
+            f"extract-collectives: algorithm '{options['algorithm']}' applies to the costmodel.collective times; "
+            f"the Chakra trace keeps the implementations of system '{system_name}'"
+        )
     if options["chakra"]:
         from costmodel.chakra.export import run_from_pass
 
@@ -270,7 +315,14 @@ INFO = register_pass(
         summary="Annotate every collective with costmodel.collective (devices, bytes, time) and add totals to costmodel.summary",
         options=(
             SYSTEM_OPTION,
-            PassOption("algorithm", str, "", "force a collective algorithm (ring, tree, direct, halving_doubling)"),
+            PassOption(
+                "algorithm",
+                str,
+                "",
+                "force a collective algorithm (tree: double binary tree, all_reduce only; halving_doubling: "
+                "no all_to_all; kinds it does not implement keep the system's)",
+                choices=ALGORITHM_NAMES,
+            ),
             PassOption("chakra", bool, True, "also write the Chakra execution trace for ASTRA-sim"),
             *CHAKRA_OPTIONS,
         ),

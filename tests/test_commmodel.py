@@ -151,3 +151,35 @@ def test_other_algorithms_are_positive_and_ordered():
     assert ring > 2 * 7 / 8 * D / (450 * 1e9 / 1e9)
     t, _ = collective_time_ns(s, "collective_broadcast", D, range(8))
     assert t > D / 450
+
+
+def test_algorithm_names_of_the_pass_map_to_implementations():
+    from costmodel.commmodel import ALGORITHM_NAMES, resolve_algorithm
+
+    assert ALGORITHM_NAMES[:4] == ("ring", "tree", "direct", "halving_doubling")
+    assert resolve_algorithm("tree") == "doubleBinaryTree"
+    assert resolve_algorithm("halving_doubling") == "halvingDoubling"
+    assert resolve_algorithm("oneRing") == "oneRing" and resolve_algorithm("direct4") == "direct4"
+    for bad in ("magic", "direct0", "directx", "Tree", ""):
+        with pytest.raises(CommModelError, match=f"unknown collective implementation '{bad}' .*halving_doubling"):
+            resolve_algorithm(bad)
+    s = load_system("dgx-h100")
+    D = 64 << 20
+    assert collective_time_ns(s, "all_reduce", D, range(8), algorithm="tree") == collective_time_ns(
+        s, "all_reduce", D, range(8), algorithm="doubleBinaryTree"
+    )
+    t, name = collective_time_ns(s, "reduce_scatter", D, range(8), algorithm="halving_doubling")
+    assert t > 0 and name == "halvingDoubling"
+
+
+def test_algorithm_not_implementing_a_kind_keeps_the_systems():
+    from costmodel.commmodel import implements
+
+    assert implements("doubleBinaryTree", "all_reduce") and not implements("doubleBinaryTree", "all_gather")
+    assert not implements("halvingDoubling", "all_to_all") and implements("direct4", "all_to_all")
+    s = load_system("dgx-h100")
+    own = collective_time_ns(s, "all_gather", 1 << 20, range(8))
+    assert collective_time_ns(s, "all_gather", 1 << 20, range(8), algorithm="tree") == own
+    assert collective_time_ns(s, "all_to_all", 1 << 20, range(8), algorithm="halving_doubling") == (
+        collective_time_ns(s, "all_to_all", 1 << 20, range(8))
+    )

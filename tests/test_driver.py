@@ -331,9 +331,41 @@ def test_unknown_pass(capsys, module_file, flag, expected):
 
 def test_unknown_option_of_our_pass(capsys, module_file):
     # `hardwre` is not an annotate-cost option; annotate-cost hands unknown keys to the
-    # backend, which refuses them
+    # backend, but one this close to its own `hardware` is taken for a typo
     rc, _, err = run(capsys, module_file, "--annotate-cost=hardwre=h100-sxm")
-    assert rc == 1 and "'hardwre'" in one_error_line(err)
+    assert rc == 1
+    assert one_error_line(err) == (
+        "stablehlo-opt: error: pass 'annotate-cost' has no option 'hardwre'; did you mean 'hardware'? "
+        "(options: backend, hardware, fusion)"
+    )
+
+
+@pytest.mark.parametrize(
+    "options, expected",
+    [
+        ("overhead_ns=inf", "option 'overhead_ns' expects a finite number, got 'inf'"),
+        ("overhead_ns=1e400", "option 'overhead_ns' expects a finite number, got '1e400'"),
+        ("overhead_ns=nan", "option 'overhead_ns' expects a finite number, got 'nan'"),
+        ("overhead_ns=-5", "option 'overhead_ns' expects a number >= 0, got '-5'"),
+    ],
+)
+def test_non_finite_numeric_options(capsys, module_file, options, expected):
+    """inf and 1e400 used to end in an OverflowError traceback, nan was silently taken."""
+    for flag in (f"--annotate-cost={options}", f"--pass-pipeline=builtin.module(annotate-cost{{{options}}})"):
+        rc, out, err = run(capsys, module_file, flag)
+        assert rc == 1 and out == ""
+        assert one_error_line(err) == f"stablehlo-opt: error: pass 'annotate-cost': {expected}"
+
+
+def test_existing_non_json_hardware_file_says_why(capsys, tmp_path, module_file, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("hello\n")
+    rc, _, err = run(capsys, module_file, "--annotate-cost=hardware=notes.txt")
+    assert rc == 1
+    assert one_error_line(err) == (
+        "stablehlo-opt: error: notes.txt:1:1: invalid JSON: Expecting value "
+        "(read as a hardware spec file: 'notes.txt' is not a hardware preset)"
+    )
 
 
 def test_bad_option_value_of_our_pass(capsys, module_file):
@@ -390,8 +422,11 @@ def test_user_hardware_file_works(capsys, tmp_path, module_file):
         (lambda d: d.pop("memory_capacity_GiB"), "missing key 'memory_capacity_GiB'"),
         (lambda d: d.update(memory_bandwidth_GBps=0), "'memory_bandwidth_GBps' must be positive"),
         (lambda d: d["vector_peak_TFLOPS"].update(f32=-1), "'vector_peak_TFLOPS.f32' must be positive"),
+        (lambda d: d["matrix_peak_TFLOPS"].update(bf16=1e-300), "'matrix_peak_TFLOPS.bf16' = 1e-300 is outside"),
+        (lambda d: d.update(memory_bandwidth_GBps=float("inf")), "'memory_bandwidth_GBps' must be a finite number, got Infinity"),
+        (lambda d: d.update(memory_bandwidth_GBps=float("nan")), "'memory_bandwidth_GBps' must be a finite number, got NaN"),
     ],
-    ids=["unknown-key", "missing-key", "zero", "negative"],
+    ids=["unknown-key", "missing-key", "zero", "negative", "tiny-peak", "infinity", "nan"],
 )
 def test_bad_hardware_json(capsys, tmp_path, module_file, mutate, expected):
     data = json.loads(json.dumps(GOOD_HW))

@@ -230,3 +230,128 @@ def test_times_print_as_decimals_not_hex(tmp_path):
     rc, text = run_opt(tmp_path, RESNET, "--annotate-cost=hardware=a100-40gb", "--extract-collectives=system=a100-40gb-x4 chakra=false")
     assert rc == 0
     assert re.search(r"0x[0-9A-F]{16} : f64", text) is None
+
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "transformer_train_2x4.mlir")
+
+
+@pytest.mark.parametrize(
+    "algorithm, implementation",
+    [("tree", "doubleBinaryTree"), ("halving_doubling", "halvingDoubling"), ("ring", "ring"), ("direct", "direct"),
+     ("doubleBinaryTree", "doubleBinaryTree")],
+)
+def test_every_documented_algorithm_is_accepted(tmp_path, capsys, algorithm, implementation):
+    """`--help` lists ring, tree, direct, halving_doubling: each times the collectives with
+    its ASTRA-sim implementation (they used to end in 'internal error (please report)')."""
+    rc, text = run_opt(
+        tmp_path, EXAMPLE, "--propagate-shardings", f"--extract-collectives=algorithm={algorithm} chakra=false"
+    )
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert "Traceback" not in err and "internal error" not in err
+    found = collectives_of(load_out(text))
+    assert found and all(c["algorithm"].endswith(implementation) for _, c in found), {c["algorithm"] for _, c in found}
+
+
+def test_unknown_algorithm_is_one_line_listing_the_names(tmp_path, capsys):
+    rc, _ = run_opt(tmp_path, EXAMPLE, "--propagate-shardings", "--extract-collectives=algorithm=bogus chakra=false")
+    assert rc == 1
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert lines == [
+        "stablehlo-opt: error: pass 'extract-collectives': option 'algorithm' expects one of ring, tree, direct, "
+        "halving_doubling, oneRing, doubleBinaryTree, oneDirect, halvingDoubling, oneHalvingDoubling, got 'bogus'"
+    ]
+
+
+GATHER_AND_REDUCE = """\
+module attributes {mhlo.num_replicas = 1 : i32, mhlo.num_partitions = 8 : i32} {
+  func.func @main(%arg0: tensor<1024xf32>) -> tensor<1024xf32> {
+    %0 = "stablehlo.all_gather"(%arg0) <{all_gather_dim = 0 : i64, channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = dense<[[0, 1, 2, 3, 4, 5, 6, 7]]> : tensor<1x8xi64>, use_global_device_ids}> : (tensor<1024xf32>) -> tensor<8192xf32>
+    %1 = "stablehlo.all_reduce"(%arg0) <{channel_handle = #stablehlo.channel_handle<handle = 2, type = 1>, replica_groups = dense<[[0, 1, 2, 3, 4, 5, 6, 7]]> : tensor<1x8xi64>, use_global_device_ids}> ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %s = stablehlo.add %a, %b : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+    }) : (tensor<1024xf32>) -> tensor<1024xf32>
+    return %1 : tensor<1024xf32>
+  }
+}
+"""
+
+
+def test_tree_on_an_all_gather_keeps_the_systems_implementation_and_says_so(tmp_path, capsys):
+    src = tmp_path / "gather_reduce.mlir"
+    src.write_text(GATHER_AND_REDUCE)
+    rc, text = run_opt(tmp_path, src, "--extract-collectives=algorithm=tree chakra=false system=dgx-h100")
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    algs = {c["kind"]: c["algorithm"] for _, c in collectives_of(load_out(text))}
+    assert algs == {"all_gather": "ring", "all_reduce": "doubleBinaryTree"}
+    assert ("extract-collectives: algorithm 'tree' (doubleBinaryTree) does not implement all_gather; "
+            "those use the implementation of system 'dgx-h100'") in err
+
+
+def test_algorithm_with_chakra_says_the_trace_keeps_the_systems(tmp_path, capsys):
+    src = tmp_path / "gather_reduce.mlir"
+    src.write_text(GATHER_AND_REDUCE)
+    rc, _ = run_opt(tmp_path, src, f"--extract-collectives=algorithm=direct chakra-dir={tmp_path / 'trace'}")
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert ("extract-collectives: algorithm 'direct' applies to the costmodel.collective times; "
+            "the Chakra trace keeps the implementations of system 'dgx-h100'") in err
+
+
+def test_simulate_without_chakra_warns(tmp_path, capsys):
+    src = tmp_path / "gather_reduce.mlir"
+    src.write_text(GATHER_AND_REDUCE)
+    rc, _ = run_opt(tmp_path, src, "--extract-collectives=chakra=false simulate=true")
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert (f"{src}:1:1: warning: extract-collectives: simulate=true ignored with chakra=false (the simulator "
+            "runs on the trace, so nothing is simulated); drop chakra=false to write the Chakra trace") in err
+    assert "simulate:" not in err  # and indeed nothing was simulated
+
+
+def test_chakra_false_alone_does_not_warn(tmp_path, capsys):
+    src = tmp_path / "gather_reduce.mlir"
+    src.write_text(GATHER_AND_REDUCE)
+    rc, _ = run_opt(tmp_path, src, "--extract-collectives=chakra=false")
+    err = capsys.readouterr().err
+    assert rc == 0 and "warning" not in err, err
+
+
+def test_annotate_cost_after_extract_collectives_on_other_hardware_warns(tmp_path, capsys):
+    src = tmp_path / "gather_reduce.mlir"
+    src.write_text(GATHER_AND_REDUCE)
+    rc, text = run_opt(
+        tmp_path, src, "--extract-collectives=system=dgx-h100 chakra=false", "--annotate-cost=hardware=a100-40gb"
+    )
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert (f"{src}:1:1: warning: annotate-cost: costing for hardware 'a100-40gb' a module whose collectives "
+            "extract-collectives timed for system 'dgx-h100' ('h100-sxm' devices)") in err
+    assert 'hardware = "a100-40gb"' in text
+
+
+def test_annotate_cost_after_extract_collectives_on_the_systems_hardware_is_quiet(tmp_path, capsys):
+    src = tmp_path / "gather_reduce.mlir"
+    src.write_text(GATHER_AND_REDUCE)
+    rc, text = run_opt(
+        tmp_path, src, "--extract-collectives=system=dgx-h100 chakra=false", "--annotate-cost=hardware=h100-sxm"
+    )
+    err = capsys.readouterr().err
+    assert rc == 0 and "warning" not in err, err
+    assert summary_of(load_out(text))["hardware"] == "h100-sxm"
+
+
+def test_every_algorithm_in_help_resolves(capsys):
+    """The names --help lists for algorithm= are exactly the ones the comm model takes."""
+    from costmodel.commmodel import ALGORITHM_NAMES, resolve_algorithm
+    from costmodel.passes import get_pass, parse_options
+
+    assert main(["--help"]) == 0
+    help_text = capsys.readouterr().out
+    listed = help_text.split("algorithm=<str>", 1)[1].splitlines()[0].rsplit("[", 1)[1].rstrip("]").split("|")
+    assert tuple(listed) == ALGORITHM_NAMES
+    for name in listed:
+        assert parse_options(get_pass("extract-collectives"), f"algorithm={name}")["algorithm"] == name
+        assert resolve_algorithm(name)

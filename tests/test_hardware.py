@@ -101,3 +101,95 @@ def test_user_file(tmp_path):
         load_hardware(str(bad))
     with pytest.raises(SpecError, match="cannot read"):
         load_hardware(str(tmp_path / "none.json"))
+
+
+# -- hostile numbers: finite, positive, plausible; the message names file, key and value
+
+
+@pytest.mark.parametrize(
+    "key, raw, expected",
+    [
+        ("memory_bandwidth_GBps", float("inf"), "'memory_bandwidth_GBps' must be a finite number, got Infinity"),
+        ("memory_bandwidth_GBps", float("nan"), "'memory_bandwidth_GBps' must be a finite number, got NaN"),
+        ("memory_bandwidth_GBps", 1e-300,
+         "'memory_bandwidth_GBps' = 1e-300 is outside the plausible range 0.001 .. 1e+07 GB/s (check the unit)"),
+        ("memory_bandwidth_GBps", 3.35e12,
+         "'memory_bandwidth_GBps' = 3350000000000.0 is outside the plausible range 0.001 .. 1e+07 GB/s"),
+        ("memory_bandwidth_GBps", 10**400, "'memory_bandwidth_GBps' = 10000000000000000000... (401 characters) is outside"),
+        ("memory_capacity_GiB", 1e9, "'memory_capacity_GiB' = 1000000000.0 is outside the plausible range 1e-06 .. 1e+07 GiB"),
+        ("matrix_peak_TFLOPS.bf16", 1e-300,
+         "'matrix_peak_TFLOPS.bf16' = 1e-300 is outside the plausible range 1e-06 .. 1e+06 TFLOP/s"),
+        ("vector_peak_TFLOPS.f32", {"value": float("inf"), "source": "x"},
+         "'vector_peak_TFLOPS.f32' must be a finite number, got Infinity"),
+        ("vector_peak_TFLOPS.f32", float("-inf"), "'vector_peak_TFLOPS.f32' must be a finite number, got -Infinity"),
+    ],
+)
+def test_non_finite_and_implausible_numbers(key, raw, expected):
+    d = _h100()
+    table, _, dt = key.partition(".")
+    if dt:
+        d[table][dt] = raw
+    else:
+        d[key] = raw
+    with pytest.raises(SpecError) as err:
+        parse_hardware(d, "my.json")
+    assert str(err.value).startswith(f"my.json: {expected}"), str(err.value)
+
+
+def test_json_infinity_and_nan_in_a_user_file(tmp_path):
+    """Python's json reads Infinity/NaN: the spec must still refuse them (they zeroed total_time_ns)."""
+    for word in ("Infinity", "NaN", "1e400"):
+        text = json.dumps(_h100()).replace('"value": 3350,', f'"value": {word},', 1)
+        assert word in text
+        p = tmp_path / "hw.json"
+        p.write_text(text)
+        with pytest.raises(SpecError) as err:
+            load_hardware(str(p))
+        shown = "Infinity" if word == "1e400" else word
+        assert str(err.value) == f"{p}: 'memory_bandwidth_GBps' must be a finite number, got {shown}"
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (b'{"name": "\xff"}', "invalid JSON: not UTF-8 text"),
+        (b"[" * 100000 + b"]" * 100000, "invalid JSON: nested too deeply"),
+        (b"hello\n", "1:1: invalid JSON: Expecting value"),
+    ],
+    ids=["not-utf8", "deep", "text"],
+)
+def test_unreadable_json_is_one_line(tmp_path, content, expected):
+    p = tmp_path / "hw.json"
+    p.write_bytes(content)
+    with pytest.raises(SpecError) as err:
+        load_hardware(str(p))
+    assert str(err.value).startswith(str(p)) and expected in str(err.value)
+
+
+def test_huge_file_is_not_read_whole(tmp_path, monkeypatch):
+    import costmodel.hardware as hardware
+
+    monkeypatch.setattr(hardware, "MAX_SPEC_BYTES", 64)
+    p = tmp_path / "big.json"
+    p.write_text(json.dumps(_h100()))
+    with pytest.raises(SpecError, match="big.json: larger than 64 bytes: not a JSON spec file"):
+        load_hardware(str(p))
+
+
+def test_existing_non_json_file_says_why_it_is_refused(tmp_path, monkeypatch):
+    """`hardware=notes.txt` (no preset of that name, but the file exists): read it and say
+    what is wrong with it, instead of 'unknown hardware'."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("not json\n")
+    with pytest.raises(SpecError) as err:
+        load_hardware("notes.txt")
+    assert str(err.value) == (
+        "notes.txt:1:1: invalid JSON: Expecting value "
+        "(read as a hardware spec file: 'notes.txt' is not a hardware preset)"
+    )
+    d = _h100()
+    d["name"] = "from-txt"
+    (tmp_path / "spec.txt").write_text(json.dumps(d))
+    assert load_hardware("spec.txt").name == "from-txt"
+    with pytest.raises(SpecError, match="unknown hardware 'missing.txt'"):
+        load_hardware("missing.txt")

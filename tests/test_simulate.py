@@ -193,3 +193,38 @@ def test_cli_json_and_perfetto_trace(tmp_path, capsys):
     assert {e["tid"] for e in spans} == {1, 2}  # compute and communication tracks
     assert any(e["name"] == "c0" and e["ts"] == 0 and e["dur"] == 10.0 for e in spans)
     assert main(["simulate", str(tmp_path / "nope")]) == 1
+
+
+def test_system_with_fewer_npus_than_ranks_is_one_line(tmp_path, capsys):
+    """`costmodel simulate DIR --system S` with S smaller than the trace: name both counts
+    (it used to end in a CommModelError traceback from the comm model)."""
+    from costmodel.cli import main
+    from costmodel.systems import load_system
+
+    d = make_dir(tmp_path / "t", [[comp(0, 10), coll(1, 1 << 20, deps=[0])] for _ in range(8)])
+    with open(os.path.join(d, "manifest.json"), "w") as fh:
+        json.dump({"prefix": "trace", "ranks": 8, "system": {"name": "dgx-h100"}}, fh)
+    assert main(["simulate", d]) == 0  # the trace's own 8-GPU system
+    capsys.readouterr()
+    assert main(["simulate", d, "--system", "a100-40gb-x4"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        f"costmodel: error: {d}: the trace has 8 ranks but system 'a100-40gb-x4' has only 4 NPUs; "
+        "pick a system with at least 8 (see `costmodel systems list`)\n"
+    )
+    with pytest.raises(SimulationError, match="the trace has 8 ranks but system 'a100-40gb-x4' has only 4 NPUs"):
+        simulate_dir(d, system=load_system("a100-40gb-x4"))
+
+
+def test_bad_system_file_for_simulate_is_one_line(tmp_path, capsys):
+    from costmodel.cli import main
+
+    d = make_dir(tmp_path / "t", [[comp(0, 10)] for _ in range(2)])
+    bad = tmp_path / "sys.json"
+    bad.write_text('{"name": "x", "description": "x", "hardware": "h100-sxm", "network": '
+                   '[{"topology": "Ring", "npus_count": 2, "bandwidth_GBps": Infinity, "latency_ns": 1}]}')
+    assert main(["simulate", d, "--system", str(bad)]) == 1
+    assert capsys.readouterr().err == (
+        f"costmodel: error: {bad}: 'network[0].bandwidth_GBps' must be a finite number, got Infinity\n"
+    )

@@ -97,3 +97,62 @@ def test_astra_sim_files():
     assert sj["all-reduce-implementation"] == ["ring", "ring"]
     rm = to_remote_memory_json(s)
     assert rm["memory-type"] == "NO_MEMORY_EXPANSION" and rm["num-nodes"] * rm["num-npus-per-node"] == 32
+
+
+# -- hostile numbers: finite, plausible, bounded machine size (message: file, key, value)
+
+
+@pytest.mark.parametrize("mutate, expected", [
+    (lambda d: d["network"][0].update(bandwidth_GBps=float("inf")),
+     "my.json: 'network[0].bandwidth_GBps' must be a finite number, got Infinity"),
+    (lambda d: d["network"][0].update(bandwidth_GBps=float("nan")),
+     "my.json: 'network[0].bandwidth_GBps' must be a finite number, got NaN"),
+    (lambda d: d["network"][0].update(bandwidth_GBps=1e-300),
+     "my.json: 'network[0].bandwidth_GBps' = 1e-300 is outside the plausible range 0.001 .. 1e+07 GB/s"),
+    (lambda d: d["network"][0].update(latency_ns={"value": float("nan"), "source": "x"}),
+     "my.json: 'network[0].latency_ns' must be a finite number, got NaN"),
+    (lambda d: d["network"][0].update(latency_ns=-1),
+     "my.json: 'network[0].latency_ns' must be >= 0, got -1"),
+    (lambda d: d["network"][0].update(latency_ns=1e12),
+     "my.json: 'network[0].latency_ns' = 1000000000000.0 is outside the plausible range 0 .. 1e+10 ns"),
+    (lambda d: d["network"][0].update(npus_count=float("inf")),
+     "my.json: 'network[0].npus_count' must be a finite number, got Infinity"),
+    (lambda d: d["network"][0].update(npus_count=10**400),
+     "my.json: 'network[0].npus_count' must be a finite number, got 10000000000000000000... (401 characters)"),
+    (lambda d: d["network"][0].update(npus_count=2_000_000),
+     "my.json: 'network[0].npus_count' must be <= 1,048,576, got 2,000,000"),
+    (lambda d: d["network"].extend([dict(d["network"][0], npus_count=1024), dict(d["network"][0], npus_count=1024)]),
+     "my.json: the network has 4 x 1024 x 1024 = 4,194,304 NPUs; at most 1,048,576 are supported"),
+    (lambda d: d.update(astra_sim={"endpoint_delay_ns": float("inf")}),
+     "my.json: 'astra_sim.endpoint_delay_ns' must be a finite number, got Infinity"),
+    (lambda d: d.update(astra_sim={"local_mem_bw_GBps": 1e-300}),
+     "my.json: 'astra_sim.local_mem_bw_GBps' = 1e-300 is outside the plausible range 0.001 .. 1e+07 GB/s"),
+    (lambda d: d.update(astra_sim={"peak_perf_TFLOPS": float("nan")}),
+     "my.json: 'astra_sim.peak_perf_TFLOPS' must be a finite number, got NaN"),
+    (lambda d: d.update(astra_sim={"preferred_dataset_splits": 10**9}),
+     "my.json: 'astra_sim.preferred_dataset_splits' must be <= 1,024, got 1,000,000,000"),
+    (lambda d: d.update(astra_sim={"active_chunks_per_dimension": 0}),
+     "my.json: 'astra_sim.active_chunks_per_dimension' must be positive, got 0"),
+])
+def test_non_finite_and_implausible_numbers(mutate, expected):
+    d = _base()
+    mutate(d)
+    with pytest.raises(SpecError) as err:
+        parse_system(d, "my.json")
+    assert str(err.value).startswith(expected), str(err.value)
+
+
+def test_zero_latency_and_largest_machine_are_accepted():
+    d = _base()
+    d["network"] = [dict(d["network"][0], npus_count=1024, latency_ns=0),
+                    dict(d["network"][0], npus_count=1024, latency_ns={"value": 0, "source": "ideal"})]
+    s = parse_system(d, "my.json")
+    assert s.num_npus == 1 << 20 and s.dims[0].latency_ns == 0 and s.dims[1].latency_ns == 0
+
+
+def test_json_nan_in_a_system_file(tmp_path):
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(_base()).replace('"latency_ns": 500', '"latency_ns": NaN'))
+    with pytest.raises(SpecError) as err:
+        load_system(str(p))
+    assert str(err.value) == f"{p}: 'network[0].latency_ns' must be a finite number, got NaN"

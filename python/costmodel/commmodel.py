@@ -38,10 +38,14 @@ import heapq
 import math
 from dataclasses import dataclass
 
-from .systems import NetworkDim, SystemSpec, astra_bandwidth
+from .systems import IMPLEMENTATIONS, NetworkDim, SystemSpec, astra_bandwidth
 
 __all__ = [
     "KINDS",
+    "ALGORITHMS",
+    "ALGORITHM_NAMES",
+    "resolve_algorithm",
+    "implements",
     "CommModelError",
     "collective_time_ns",
     "plan_collective",
@@ -61,6 +65,16 @@ KINDS = (
     "recv",
 )
 _COLLECTIVE_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+
+# The names `extract-collectives algorithm=` documents -> ASTRA-sim implementations (the
+# system spec's names, systems.IMPLEMENTATIONS, are accepted as they are too).
+ALGORITHMS = {
+    "ring": "ring",
+    "tree": "doubleBinaryTree",
+    "direct": "direct",
+    "halving_doubling": "halvingDoubling",
+}
+ALGORITHM_NAMES = tuple(dict.fromkeys([*ALGORITHMS, *IMPLEMENTATIONS]))
 
 # MemBus::send_from_*: a "Local" (communicator-group) ring injects with a fixed 10 ns.
 LOCAL_INJECTION_NS = 10
@@ -150,6 +164,30 @@ def _ring_counts(kind: str, n: int, data: int) -> tuple[int, int, int, int]:
     if kind == "all_to_all":
         return n * (n - 1) // 2, 0, data // n, data
     raise CommModelError(f"no ring phase for '{kind}'")
+
+
+def resolve_algorithm(name: str) -> str:
+    """An algorithm name (`tree`, `halving_doubling`, or an ASTRA-sim implementation such as
+    `doubleBinaryTree`, `direct4`) -> the ASTRA-sim implementation; CommModelError if unknown."""
+    impl = ALGORITHMS.get(name, name)
+    if impl in IMPLEMENTATIONS:
+        return impl
+    for base in ("oneDirect", "direct"):  # direct<window>: messages in flight
+        rest = impl[len(base):]
+        if impl.startswith(base) and rest.isascii() and rest.isdigit() and int(rest) >= 1:
+            return impl
+    raise CommModelError(f"unknown collective implementation '{name}' (known: {', '.join(ALGORITHM_NAMES)})")
+
+
+def implements(impl: str, kind: str) -> bool:
+    """Whether implementation `impl` runs collectives of `kind` (as the system spec rules:
+    a double binary tree is an all-reduce; halving-doubling has no all-to-all)."""
+    base, _ = _impl_base(impl)
+    if base == "doubleBinaryTree":
+        return kind == "all_reduce"
+    if base in ("halvingDoubling", "oneHalvingDoubling"):
+        return kind in ("all_reduce", "all_gather", "reduce_scatter")
+    return kind in _COLLECTIVE_KINDS
 
 
 def _impl_base(impl: str) -> tuple[str, int | None]:
@@ -370,7 +408,9 @@ def collective_time_ns(system: SystemSpec, kind: str, comm_bytes: int, group, al
     all_gather: per-rank input shard; reduce_scatter: per-rank input buffer; all_to_all:
     per-rank buffer; permute/send/recv/broadcast: the message). `group` lists the global
     ranks taking part (for collective_permute/send/recv: [source, target]).
-    `algorithm` overrides the system's implementation on every dimension it uses."""
+    `algorithm` (a name of ALGORITHM_NAMES: `ring`, `tree`, `direct`, `halving_doubling` or an
+    ASTRA-sim implementation) overrides the system's implementation on every dimension it
+    uses, for the kinds it implements (`implements`); other kinds keep the system's."""
     if kind not in KINDS:
         raise CommModelError(f"unknown collective kind '{kind}' (kinds: {', '.join(KINDS)})")
     comm_bytes = int(comm_bytes)
@@ -389,13 +429,9 @@ def collective_time_ns(system: SystemSpec, kind: str, comm_bytes: int, group, al
         inj = system.astra_sim.endpoint_delay_ns
         return float(rounds * (worst + inj) + inj), "binomialTree"
     if algorithm is not None:
-        from .systems import IMPLEMENTATIONS
-
-        if _impl_base(algorithm)[0] not in IMPLEMENTATIONS:
-            raise CommModelError(
-                f"unknown collective implementation '{algorithm}' (known: {', '.join(IMPLEMENTATIONS)})"
-            )
-        system = _with_impl(system, kind, algorithm)
+        impl = resolve_algorithm(algorithm)
+        if implements(impl, kind):  # otherwise the system's own implementation (see docstring)
+            system = _with_impl(system, kind, impl)
     if plan.flat:
         return _flat_ring_ns(system, kind, comm_bytes, plan.group)
     return _hierarchical_ns(system, kind, comm_bytes, plan.involved_dims)

@@ -12,14 +12,17 @@ A spec file looks like
     }
 
 Every number may be written plain (`3350`) in a user file or as `{"value", "source"}`
-(the presets always give the source). Unknown keys, missing keys, wrong types and
-non-positive values are errors that name the key. Both peak tables must have an `f32`
+(the presets always give the source). Unknown keys, missing keys, wrong types,
+non-positive or non-finite values (NaN, Infinity) and values outside a plausible range
+(bandwidths 1e-3 .. 1e7 GB/s, peaks 1e-6 .. 1e6 TFLOP/s, capacity 1e-6 .. 1e7 GiB) are
+errors that name the file, the key and the value. Both peak tables must have an `f32`
 entry; other element types fall back as `peak_TFLOPS()` documents.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from importlib import resources
@@ -52,6 +55,12 @@ CALIBRATION_KEYS = {
     "gemm_tile_min": "smallest tile side the GEMM library picks for small matrices",
 }
 _OPTIONAL_KEYS = {"calibration"}
+
+# Plausible ranges (inclusive) of spec numbers: anything outside is a typo or a unit
+# mistake, and would overflow or zero the times downstream (1e-300 TFLOP/s, 1e400 GB/s).
+BANDWIDTH_RANGE_GBps = (1e-3, 1e7)  # 1 MB/s .. 10 PB/s
+PEAK_RANGE_TFLOPS = (1e-6, 1e6)  # 1 MFLOP/s .. 1 EFLOP/s
+CAPACITY_RANGE_GiB = (1e-6, 1e7)  # 1 KiB .. 10 PiB
 
 
 def dtype_family(dtype: str) -> str:
@@ -138,7 +147,24 @@ class HardwareSpec:
         }
 
 
-def _number(where: str, key: str, raw, sources: dict[str, str]) -> float:
+def _show(raw) -> str:
+    """A JSON value as the file spells it (NaN, Infinity), cut short if huge."""
+    try:
+        text = json.dumps(raw)
+    except (ValueError, TypeError):
+        text = repr(raw)
+    return text if len(text) <= 40 else text[:20] + "..." + f" ({len(text)} characters)"
+
+
+def _number(
+    where: str,
+    key: str,
+    raw,
+    sources: dict[str, str],
+    bounds: tuple[float, float] | None = None,
+    allow_zero: bool = False,
+) -> float:
+    """A finite number > 0 (>= 0 with allow_zero), within `bounds` (inclusive) if given."""
     if isinstance(raw, dict):
         extra = set(raw) - {"value", "source"}
         if extra:
@@ -152,9 +178,34 @@ def _number(where: str, key: str, raw, sources: dict[str, str]) -> float:
         raw = raw["value"]
     if isinstance(raw, bool) or not isinstance(raw, (int, float)):
         raise SpecError(f"{where}: '{key}' must be a number, got {json.dumps(raw)}")
-    if not raw > 0:
-        raise SpecError(f"{where}: '{key}' must be positive, got {raw}")
-    return float(raw)
+    try:
+        value = float(raw)
+    except OverflowError:  # an integer of hundreds of digits
+        value = math.inf if raw > 0 else -math.inf
+    if math.isnan(value) or (isinstance(raw, float) and math.isinf(value)):  # NaN, Infinity, 1e400
+        raise SpecError(f"{where}: '{key}' must be a finite number, got {_show(raw)}")
+    if not (value >= 0 if allow_zero else value > 0):
+        raise SpecError(f"{where}: '{key}' must be {'>= 0' if allow_zero else 'positive'}, got {_show(raw)}")
+    if bounds is not None and not (bounds[0] <= value <= bounds[1] or (allow_zero and value == 0)):
+        raise SpecError(
+            f"{where}: '{key}' = {_show(raw)} is outside the plausible range {bounds[0]:g} .. {bounds[1]:g}"
+            f"{_unit_of(key)} (check the unit)"
+        )
+    if math.isinf(value):
+        raise SpecError(f"{where}: '{key}' must be a finite number, got {_show(raw)}")
+    return value
+
+
+_UNITS = {"GBps": "GB/s", "TFLOPS": "TFLOP/s", "GiB": "GiB", "ns": "ns"}
+
+
+def _unit_of(key: str) -> str:
+    """' GB/s' for 'network[0].bandwidth_GBps', ' TFLOP/s' for 'matrix_peak_TFLOPS.bf16'."""
+    for part in reversed(key.split(".")):
+        unit = part.rsplit("_", 1)[-1]
+        if "_" in part and unit in _UNITS:
+            return " " + _UNITS[unit]
+    return ""
 
 
 def _peak_table(where: str, key: str, raw, sources: dict[str, str]) -> dict[str, float]:
@@ -166,7 +217,7 @@ def _peak_table(where: str, key: str, raw, sources: dict[str, str]) -> dict[str,
             raise SpecError(
                 f"{where}: unknown key '{key}.{dt}' (element types: {', '.join(DTYPE_FAMILIES)})"
             )
-        table[dt] = _number(where, f"{key}.{dt}", v, sources)
+        table[dt] = _number(where, f"{key}.{dt}", v, sources, PEAK_RANGE_TFLOPS)
     if "f32" not in table:
         raise SpecError(f"{where}: missing key '{key}.f32'")
     return table
@@ -203,8 +254,12 @@ def parse_hardware(data: dict, where: str) -> HardwareSpec:
     return HardwareSpec(
         name=data["name"],
         description=data["description"],
-        memory_bandwidth_GBps=_number(where, "memory_bandwidth_GBps", data["memory_bandwidth_GBps"], sources),
-        memory_capacity_GiB=_number(where, "memory_capacity_GiB", data["memory_capacity_GiB"], sources),
+        memory_bandwidth_GBps=_number(
+            where, "memory_bandwidth_GBps", data["memory_bandwidth_GBps"], sources, BANDWIDTH_RANGE_GBps
+        ),
+        memory_capacity_GiB=_number(
+            where, "memory_capacity_GiB", data["memory_capacity_GiB"], sources, CAPACITY_RANGE_GiB
+        ),
         matrix_peak_TFLOPS=_peak_table(where, "matrix_peak_TFLOPS", data["matrix_peak_TFLOPS"], sources),
         vector_peak_TFLOPS=_peak_table(where, "vector_peak_TFLOPS", data["vector_peak_TFLOPS"], sources),
         sources=sources,
@@ -231,16 +286,26 @@ def _calibration(where: str, raw, sources: dict[str, str]) -> dict[str, float]:
     return out
 
 
+# A spec is a few KiB; refuse to slurp a huge file (or /dev/zero) named by mistake.
+MAX_SPEC_BYTES = 16 << 20
+
+
 def load_json_file(path: str) -> dict:
     try:
         with open(path, "rb") as fh:
-            raw = fh.read()
+            raw = fh.read(MAX_SPEC_BYTES + 1)
     except OSError as err:
         raise SpecError(f"cannot read '{path}': {err.strerror}") from None
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError(f"{path}: larger than {MAX_SPEC_BYTES:,} bytes: not a JSON spec file")
     try:
         return json.loads(raw)
     except json.JSONDecodeError as err:
         raise SpecError(f"{path}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"{path}: invalid JSON: not UTF-8 text") from None
+    except RecursionError:
+        raise SpecError(f"{path}: invalid JSON: nested too deeply") from None
 
 
 def _preset_dir(kind: str):
@@ -256,12 +321,18 @@ def looks_like_path(name: str) -> bool:
 
 
 def read_preset_or_file(kind: str, name: str) -> tuple[dict, str]:
-    """JSON of a named preset (`kind` = hardware | systems) or of a user file."""
+    """JSON of a named preset (`kind` = hardware | systems) or of a user file (a name that
+    looks like a path, or an existing file that is no preset's name)."""
     if looks_like_path(name):
         return load_json_file(name), name
     res = _preset_dir(kind).joinpath(name + ".json")
+    noun = "hardware" if kind == "hardware" else "system"
+    if not res.is_file() and name and os.path.exists(name):
+        try:  # an existing file the user named: say why it is no spec (invalid JSON at line:col ...)
+            return load_json_file(name), name
+        except SpecError as err:
+            raise SpecError(f"{err} (read as a {noun} spec file: '{name}' is not a {noun} preset)") from None
     if not res.is_file():
-        noun = "hardware" if kind == "hardware" else "system"
         raise SpecError(
             f"unknown {noun} '{name}' (known: {', '.join(list_presets(kind))}; or give a path to a .json file)"
         )
@@ -281,6 +352,6 @@ def load_hardware(name: str) -> HardwareSpec:
         return _HW_CACHE[name]
     data, where = read_preset_or_file("hardware", name)
     spec = parse_hardware(data, where)
-    if not looks_like_path(name):
+    if where != name:  # a preset (files are read again: they may change)
         _HW_CACHE[name] = spec
     return spec

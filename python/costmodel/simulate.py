@@ -543,6 +543,13 @@ def simulate_dir(directory: str, *, system=None, comm_time: Callable | None = No
     if comm_time is None:
         if system is None:
             system = system_for_dir(trace)
+        num_npus = getattr(system, "num_npus", None)
+        if num_npus is not None and num_npus < len(trace.ranks):
+            raise SimulationError(
+                f"{directory}: the trace has {len(trace.ranks)} ranks but system "
+                f"'{getattr(system, 'name', '?')}' has only {num_npus} NPUs; pick a system with at least "
+                f"{len(trace.ranks)} (see `costmodel systems list`)"
+            )
         comm_time = comm_time_for_system(system)
     report = simulate(trace.ranks, comm_time, record=record)
     report.directory = directory

@@ -27,7 +27,10 @@ are optional; their defaults are `DEFAULT_COLLECTIVES` (ring everywhere) and
 `DEFAULT_ASTRA_SIM` (ASTRA-sim's examples/system/native_collectives/Ring_4chunks.json);
 `local_mem_bw_GBps` and `peak_perf_TFLOPS` default to the hardware preset's memory
 bandwidth and bf16 matrix peak. Validation is exact: unknown or missing keys, wrong units,
-bad enum values, non-positive numbers and `npus_count <= 1` are errors naming the key.
+bad enum values, non-positive or non-finite numbers, numbers outside a plausible range
+(bandwidths 1e-3 .. 1e7 GB/s, peaks 1e-6 .. 1e6 TFLOP/s, latencies 0 .. 1e10 ns, chunk
+knobs 1 .. 1024) and `npus_count <= 1` are errors naming the file, the key and the value;
+a network of more than 1,048,576 NPUs (per dimension or in all) is refused.
 """
 
 from __future__ import annotations
@@ -36,12 +39,13 @@ import math
 from dataclasses import dataclass, field
 
 from .hardware import (
+    BANDWIDTH_RANGE_GBps,
+    PEAK_RANGE_TFLOPS,
     HardwareSpec,
     SpecError,
     _number,
     list_presets,
     load_hardware,
-    looks_like_path,
     read_preset_or_file,
     unit_hint,
 )
@@ -85,6 +89,11 @@ COLLECTIVE_OPTIMIZATIONS = ("baseline", "localBWAware")
 # ASTRA-sim's analytical network converts "GB/s" with 1 GB = 2^30 bytes
 # (astra-network-analytical common/NetworkFunction.cpp bw_GBps_to_Bpns).
 GIB_PER_GB = 1e9 / (1 << 30)
+
+# Plausible ranges (inclusive) of the numbers of a spec (bandwidths and peaks: hardware.py).
+MAX_NPUS = 1 << 20  # 1,048,576 NPUs, per dimension and in all
+LATENCY_RANGE_NS = (0.0, 1e10)  # up to 10 s
+MAX_CHUNKS = 1024  # active_chunks_per_dimension, preferred_dataset_splits
 
 DEFAULT_COLLECTIVE_IMPL = "ring"
 DEFAULT_ASTRA_SIM = {
@@ -226,22 +235,21 @@ def _enum(where: str, key: str, raw, allowed) -> str:
     return raw
 
 
-def _integer(where: str, key: str, raw, sources: dict, minimum: int = 1) -> int:
+def _integer(where: str, key: str, raw, sources: dict, minimum: int = 1, maximum: int = MAX_CHUNKS) -> int:
     v = _number(where, key, raw, sources)
     if not v.is_integer():
         raise SpecError(f"{where}: '{key}' must be an integer, got {v}")
     if v < minimum:
         raise SpecError(f"{where}: '{key}' must be >= {minimum}, got {int(v)}")
+    if v > maximum:
+        shown = f"{int(v):,}" if v < 1e18 else f"{v:g}"
+        raise SpecError(f"{where}: '{key}' must be <= {maximum:,}, got {shown}")
     return int(v)
 
 
 def _nonneg(where: str, key: str, raw, sources: dict) -> float:
-    """A number >= 0 (latencies and delays may be zero)."""
-    if raw == 0 or (isinstance(raw, dict) and raw.get("value") == 0):
-        if isinstance(raw, dict):
-            _number(where, key, {**raw, "value": 1}, sources)
-        return 0.0
-    return _number(where, key, raw, sources)
+    """A time >= 0 (latencies and delays may be zero), at most LATENCY_RANGE_NS[1]."""
+    return _number(where, key, raw, sources, LATENCY_RANGE_NS, allow_zero=True)
 
 
 def parse_system(data: dict, where: str) -> SystemSpec:
@@ -268,11 +276,15 @@ def parse_system(data: dict, where: str) -> SystemSpec:
         dims.append(
             NetworkDim(
                 topology=_enum(where, p + "topology", d["topology"], TOPOLOGIES),
-                npus_count=_integer(where, p + "npus_count", d["npus_count"], sources, minimum=2),
-                bandwidth_GBps=_number(where, p + "bandwidth_GBps", d["bandwidth_GBps"], sources),
+                npus_count=_integer(where, p + "npus_count", d["npus_count"], sources, minimum=2, maximum=MAX_NPUS),
+                bandwidth_GBps=_number(where, p + "bandwidth_GBps", d["bandwidth_GBps"], sources, BANDWIDTH_RANGE_GBps),
                 latency_ns=_nonneg(where, p + "latency_ns", d["latency_ns"], sources),
             )
         )
+    num_npus = math.prod(d.npus_count for d in dims)
+    if num_npus > MAX_NPUS:
+        counts = " x ".join(str(d.npus_count) for d in dims)
+        raise SpecError(f"{where}: the network has {counts} = {num_npus:,} NPUs; at most {MAX_NPUS:,} are supported")
     coll_raw = data.get("collectives", {})
     if not isinstance(coll_raw, dict):
         raise SpecError(f"{where}: 'collectives' must be an object")
@@ -318,8 +330,10 @@ def parse_system(data: dict, where: str) -> SystemSpec:
             a[k] = _integer(where, key, raw, sources)
         elif k == "endpoint_delay_ns":
             a[k] = _nonneg(where, key, raw, sources)
-        else:
-            a[k] = _number(where, key, raw, sources)
+        elif k == "local_mem_bw_GBps":
+            a[k] = _number(where, key, raw, sources, BANDWIDTH_RANGE_GBps)
+        else:  # peak_perf_TFLOPS
+            a[k] = _number(where, key, raw, sources, PEAK_RANGE_TFLOPS)
         if isinstance(raw, dict) and "source" in raw:
             sources[key] = raw["source"]
     if "local_mem_bw_GBps" not in a:
@@ -363,7 +377,7 @@ def load_system(name: str) -> SystemSpec:
         return _SYS_CACHE[name]
     data, where = read_preset_or_file("systems", name)
     spec = parse_system(data, where)
-    if not looks_like_path(name):
+    if where != name:  # a preset (files are read again: they may change)
         _SYS_CACHE[name] = spec
     return spec
 

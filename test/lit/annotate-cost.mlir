@@ -1,5 +1,22 @@
 // RUN: stablehlo-opt %s --split-input-file --annotate-cost="hardware=h100-sxm" | filecheck %s
 
+// Options: numbers must be finite (inf and 1e400 used to overflow, nan was taken), quantities
+// >= 0, and a misspelt key gets the closest option; one line, before the input is read.
+// RUN: not stablehlo-opt %s --annotate-cost="overhead_ns=inf" 2>&1 | FileCheck %s --check-prefix=INF
+// INF: stablehlo-opt: error: pass 'annotate-cost': option 'overhead_ns' expects a finite number, got 'inf'
+// INF-NOT: Traceback
+// RUN: not stablehlo-opt %s --annotate-cost="overhead_ns=1e400" 2>&1 | FileCheck %s --check-prefix=HUGE
+// HUGE: stablehlo-opt: error: pass 'annotate-cost': option 'overhead_ns' expects a finite number, got '1e400'
+// RUN: not stablehlo-opt %s --pass-pipeline="builtin.module(annotate-cost{overhead_ns=nan})" 2>&1 | FileCheck %s --check-prefix=NAN
+// NAN: stablehlo-opt: error: pass 'annotate-cost': option 'overhead_ns' expects a finite number, got 'nan'
+// RUN: not stablehlo-opt %s --annotate-cost="overhead_ns=-1" 2>&1 | FileCheck %s --check-prefix=NEG
+// NEG: stablehlo-opt: error: pass 'annotate-cost': option 'overhead_ns' expects a number >= 0, got '-1'
+// RUN: not stablehlo-opt %s --annotate-cost="hardwre=a100-40gb" 2>&1 | FileCheck %s --check-prefix=TYPO
+// TYPO: stablehlo-opt: error: pass 'annotate-cost' has no option 'hardwre'; did you mean 'hardware'? (options: backend, hardware, fusion)
+// Re-costing after extract-collectives on other hardware would mix two machines: a warning.
+// RUN: stablehlo-opt %data/collectives/shard_map_collectives.mlir --extract-collectives="chakra=false" --annotate-cost="hardware=a100-40gb" -o /dev/null 2>&1 | FileCheck %s --check-prefix=RECOST
+// RECOST: warning: annotate-cost: costing for hardware 'a100-40gb' a module whose collectives extract-collectives timed for system 'dgx-h100' ('h100-sxm' devices)
+
 // CHECK-LABEL: func.func public @dot
 func.func public @dot(%a: tensor<8x16xf32>, %b: tensor<16x4xf32>) -> tensor<8x4xf32> {
   // 2 * 8 * 4 * 16 = 1024

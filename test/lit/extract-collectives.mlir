@@ -1,5 +1,24 @@
 // RUN: stablehlo-opt %s --split-input-file --verify-diagnostics --extract-collectives="chakra=false system=dgx-h100" | FileCheck %s
 
+// Options. Every algorithm `--help` lists is accepted (ASTRA-sim implementation in the attribute);
+// an unknown one or a misspelt key is a one-line error naming the valid ones.
+// RUN: stablehlo-opt %s --split-input-file --verify-diagnostics --extract-collectives="chakra=false algorithm=tree" | FileCheck %s --check-prefix=TREE
+// TREE-LABEL: func.func @cross_replica
+// TREE: algorithm = "{{[^"]*}}doubleBinaryTree"
+// TREE-SAME: kind = "all_reduce"
+// RUN: stablehlo-opt %s --split-input-file --verify-diagnostics --extract-collectives="chakra=false algorithm=halving_doubling" | FileCheck %s --check-prefix=HD
+// HD-LABEL: func.func @cross_replica
+// HD: algorithm = "{{[^"]*}}halvingDoubling"
+// RUN: not stablehlo-opt %s --extract-collectives="algorithm=bogus" 2>&1 | FileCheck %s --check-prefix=BADALG
+// BADALG: stablehlo-opt: error: pass 'extract-collectives': option 'algorithm' expects one of ring, tree, direct, halving_doubling, {{.*}}, got 'bogus'
+// BADALG-NOT: Traceback
+// RUN: not stablehlo-opt %s --extract-collectives="algoritm=tree" 2>&1 | FileCheck %s --check-prefix=TYPO
+// TYPO: stablehlo-opt: error: pass 'extract-collectives' has no option 'algoritm'; did you mean 'algorithm'? (options: system, algorithm,
+// simulate=true needs the trace that chakra=false turns off: a warning, not a silent no-op.
+// RUN: stablehlo-opt %data/collectives/shard_map_collectives.mlir --extract-collectives="chakra=false simulate=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOSIM
+// NOSIM: shard_map_collectives.mlir:{{[0-9]+}}:{{[0-9]+}}: warning: extract-collectives: simulate=true ignored with chakra=false
+// NOSIM-NOT: simulate:
+
 // pmap-style: 4 replicas, cross_replica.
 // CHECK-LABEL: func.func @cross_replica
 // CHECK: stablehlo.all_reduce

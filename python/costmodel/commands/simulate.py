@@ -25,6 +25,7 @@ def register(subparsers) -> None:
 
 
 def _run(args) -> int:
+    from ..commmodel import CommModelError
     from ..hardware import SpecError
     from ..ir import write_atomically
     from ..simulate import SimulationError, simulate_dir
@@ -41,6 +42,8 @@ def _run(args) -> int:
         report = simulate_dir(args.directory, system=system, record=bool(args.trace))
     except SimulationError as err:
         raise CommandError(str(err)) from None
+    except CommModelError as err:  # a trace the system cannot price (e.g. a rank beyond it)
+        raise CommandError(f"{args.directory}: {err}") from None
     except SpecError as err:
         raise CommandError(str(err)) from None
     if args.trace:
