@@ -318,3 +318,22 @@ def test_replica_form_refuses_other_modules():
     plain = "module attributes {mhlo.num_partitions = 2 : i32} {\n  func.func public @main() {\n    return\n  }\n}\n"
     with pytest.raises(ReplicaFormError, match="expected one sdy.mesh"):
         to_replica_form(plain, 2)
+
+
+def test_export_pipeline_simulate_end_to_end(train_bf16, tmp_path):
+    """export -> kernel formation -> calibrated costs -> collectives -> Chakra -> simulate."""
+    from costmodel.pipeline import predict_step
+
+    with open(train_bf16.path, "rb") as fh:
+        data = fh.read()
+    cal = predict_step(data, system="a100-40gb-x4", backend="calibrated", source="r18.mlir")
+    roof = predict_step(data, system="a100-40gb-x4", backend="roofline", source="r18.mlir")
+    assert cal.fusion == roof.fusion == "xla-gpu"
+    assert cal.num_ranks == 4 and cal.kernel_count == roof.kernel_count > 0
+    # the calibrated step is never faster than its roofline, and both add up
+    assert cal.step_time_ms >= roof.step_time_ms > 0
+    for p in (cal, roof):
+        assert p.step_time_ms == pytest.approx(p.compute_ms + p.exposed_comm_ms, rel=1e-6)
+    # kernels move far fewer bytes than the ops would one by one
+    unfused = predict_step(data, system="a100-40gb-x4", backend="roofline", fusion="none", source="r18.mlir")
+    assert unfused.kernel_count == 0 and unfused.compute_ms > roof.compute_ms
