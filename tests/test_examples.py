@@ -61,3 +61,20 @@ def test_readme_sharded_workflow(tmp_path, capsys):
     assert report.ok, report.violations
     sim = simulate_dir(str(chakra))
     assert len(sim.ranks) == 8 and sim.step_time_ns >= sim.compute_time_ns > 0
+
+
+def test_readme_main_command_predict(capsys):
+    """The README's first command: costmodel predict on the shipped ResNet-50 step,
+    three systems, both backends."""
+    argv = ["predict", str(EXAMPLES / "resnet50_train_4dev.mlir")]
+    for s in ("a100-40gb-x4", "h100-sxm-x4", "h200-x4"):
+        argv += ["--system", s]
+    argv += ["--backend", "roofline", "--backend", "calibrated", "--json", "--top", "5"]
+    assert costmodel_main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["rows"]) == 6
+    a100 = [r for r in doc["rows"] if r["system"] == "a100-40gb-x4"]
+    h200 = [r for r in doc["rows"] if r["system"] == "h200-x4"]
+    for a, h in zip(a100, h200):
+        assert h["step_time_ms"] < a["step_time_ms"]  # H200 has 3x the bandwidth and peak
+    assert len(doc["top_kernels"]) == 5

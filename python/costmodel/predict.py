@@ -1,0 +1,468 @@
+"""`costmodel predict`: one program, several systems and backends, one table.
+
+    from costmodel.predict import predict, Scenario
+    result = predict("step.mlir", systems=["a100-40gb-x4", "h100-sxm-x4"], backends=["roofline", "calibrated"])
+    result.rows[0].step_time_ms
+
+The module is parsed once, partitioned once when it is sharded (propagate-shardings),
+private functions are inlined once (XLA inlines before it fuses); every
+(system, backend) then runs on a clone: annotate-cost -> extract-collectives -> Chakra
+-> simulate. The JSON document is described in docs/predict.md (schema
+"costmodel.predict/1").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+
+from .hardware import SpecError
+from .ir import DiagnosticEngine, InputError, ir, load_module, make_context, walk_ops
+
+SCHEMA = "costmodel.predict/1"
+
+
+class PredictError(InputError):
+    """A user mistake (one line)."""
+
+
+@dataclass
+class Row:
+    system: str  # the label: preset name plus any --set overrides
+    system_name: str
+    hardware: str
+    backend: str
+    fusion: str
+    num_npus: int
+    step_time_ms: float
+    compute_ms: float
+    comm_ms: float
+    exposed_comm_ms: float
+    kernel_count: int
+    kernel_bytes: int
+    total_flops: int
+    mfu: float
+    memory_bound_share: float
+    peak_memory_GiB: float | None
+    hbm_GiB: float
+    fits: bool | None
+    speedup: float = 1.0
+    overrides: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class PredictResult:
+    model: str
+    program: dict
+    rows: list[Row]
+    top_kernels: list[dict]
+    top_kernels_of: str
+
+    def to_json(self) -> dict:
+        return {
+            "schema": SCHEMA,
+            "model": self.model,
+            "program": self.program,
+            "rows": [r.to_dict() for r in self.rows],
+            "top_kernels_of": self.top_kernels_of,
+            "top_kernels": self.top_kernels,
+        }
+
+
+# ---------------------------------------------------------------------------
+# what-if overrides (--set)
+# ---------------------------------------------------------------------------
+
+
+def _coerce(text: str):
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value
+
+
+def _set_path(doc, path: list[str], value, where: str) -> None:
+    cur = doc
+    for i, key in enumerate(path[:-1]):
+        if isinstance(cur, list):
+            if not key.isdigit() or int(key) >= len(cur):
+                raise PredictError(f"--set {where}: no element {key} (the list has {len(cur)})")
+            cur = cur[int(key)]
+        elif isinstance(cur, dict):
+            if key not in cur:
+                raise PredictError(f"--set {where}: no key '{'.'.join(path[: i + 1])}' (keys: {', '.join(sorted(cur))})")
+            cur = cur[key]
+        else:
+            raise PredictError(f"--set {where}: '{'.'.join(path[:i])}' is a value, not an object")
+    last = path[-1]
+    if isinstance(cur, list):
+        if not last.isdigit() or int(last) >= len(cur):
+            raise PredictError(f"--set {where}: no element {last}")
+        cur[int(last)] = value
+        return
+    if not isinstance(cur, dict):
+        raise PredictError(f"--set {where}: cannot set a key inside a value")
+    old = cur.get(last)
+    if isinstance(old, dict) and "value" in old:
+        cur[last] = {"value": value, "source": f"what-if: --set {where}"}
+    else:
+        cur[last] = value  # a new key is validated (and rejected) by the spec parser
+
+
+def apply_overrides(system: str, sets: list[str], tmpdir: str) -> tuple[str, str]:
+    """(label, path of a system JSON with the overrides) or (system, system) when none.
+
+    `hardware.KEY[.SUB]=V` changes the system's per-device hardware spec,
+    `network.N.KEY=V` dimension N of its network, `system.KEY=V` any other system key.
+    The results are validated exactly like spec files."""
+    if not sets:
+        return system, system
+    from .hardware import parse_hardware, read_preset_or_file
+    from .systems import parse_system
+
+    sys_doc, _ = read_preset_or_file("systems", system)
+    hw_doc, _ = read_preset_or_file("hardware", sys_doc["hardware"])
+    for item in sets:
+        if "=" not in item:
+            raise PredictError(f"--set expects KEY=VALUE, got '{item}'")
+        key, raw = item.split("=", 1)
+        parts = key.strip().split(".")
+        if len(parts) < 2 or parts[0] not in ("hardware", "network", "system"):
+            raise PredictError(f"--set {item}: the key must start with hardware., network.N. or system.")
+        value = _coerce(raw)
+        if parts[0] == "hardware":
+            _set_path(hw_doc, parts[1:], value, item)
+        elif parts[0] == "network":
+            _set_path(sys_doc["network"], parts[1:], value, item)
+        else:
+            _set_path(sys_doc, parts[1:], value, item)
+    label = f"{system} [{', '.join(sets)}]"
+    try:
+        parse_hardware(hw_doc, f"--set on {system}")
+    except SpecError as err:
+        raise PredictError(str(err)) from None
+    hw_path = os.path.join(tmpdir, f"{len(os.listdir(tmpdir))}-hardware.json")
+    with open(hw_path, "w") as fh:
+        json.dump(hw_doc, fh)
+    sys_doc["hardware"] = hw_path
+    try:
+        parse_system(sys_doc, f"--set on {system}")
+    except SpecError as err:
+        raise PredictError(str(err)) from None
+    sys_path = os.path.join(tmpdir, f"{len(os.listdir(tmpdir))}-system.json")
+    with open(sys_path, "w") as fh:
+        json.dump(sys_doc, fh)
+    return label, sys_path
+
+
+# ---------------------------------------------------------------------------
+# the program
+# ---------------------------------------------------------------------------
+
+
+def _summary(module) -> dict:
+    from .engine import SUMMARY_ATTR
+
+    d = ir.DictAttr(module.attributes[SUMMARY_ATTR])
+    out = {}
+    for i in range(len(d)):
+        named = d[i]
+        for cast in (ir.IntegerAttr, ir.FloatAttr, ir.StringAttr):
+            try:
+                out[named.name] = cast(named.attr).value
+                break
+            except (ValueError, TypeError):
+                continue
+    return out
+
+
+def _matrix_dtype(module) -> str:
+    """The element type of the program's dot/convolution operands (most common), for MFU."""
+    from .shapes import type_info
+
+    counts: dict[str, int] = {}
+    for op in walk_ops(module):
+        if op.name in ("stablehlo.dot_general", "stablehlo.convolution", "stablehlo.dot"):
+            dt = type_info(op.operands[0].type).dtype
+            counts[dt] = counts.get(dt, 0) + 1
+    return max(counts, key=counts.get) if counts else "f32"
+
+
+def predict(
+    path: str,
+    *,
+    systems: list[str],
+    backends: list[str] | None = None,
+    fusion: str = "",
+    sets: list[str] | None = None,
+    top: int = 10,
+    trace_dir: str | None = None,
+    progress=None,
+) -> PredictResult:
+    from .chakra.export import run_from_pass
+    from .driver import read_input
+    from .passes.extract_collectives import device_grid
+    from .kernels.report import collect_kernels
+    from .passes import PassError, PassSession, get_pass, parse_options
+    from .passes.annotate_cost import annotate_module
+    from .partitioning import find_unpartitioned_sharding
+    from .simulate import simulate_dir
+    from .systems import load_system
+
+    backends = backends or ["roofline"]
+    if not systems:
+        raise PredictError("give at least one --system (see `costmodel systems list`)")
+    data, source = read_input(path)
+    tmp = tempfile.mkdtemp(prefix="costmodel-predict-")
+    try:
+        scenarios = []
+        for name in systems:
+            label, sys_arg = apply_overrides(name, sets or [], tmp)
+            try:
+                spec = load_system(sys_arg)
+            except SpecError as err:
+                raise PredictError(str(err)) from None
+            scenarios.append((label, sys_arg, spec))
+
+        ctx = make_context(allow_unregistered_dialects=False)
+        diags = DiagnosticEngine(source)
+        session = PassSession(diagnostics=diags)
+
+        def fail(stage: str) -> PredictError:
+            errors = [d for d in diags.diagnostics if d.severity == "error"]
+            return PredictError(f"{stage}: {errors[0].render() if errors else 'failed'}")
+
+        with ctx:
+            try:
+                module = load_module(ctx, data, source)
+            except ir.MLIRError as err:
+                diags.add_mlir(err.error_diagnostics)
+                raise fail("cannot parse the model") from None
+            kind = "per-device"
+            try:
+                if find_unpartitioned_sharding(module) is not None:
+                    kind = "sharded (partitioned once by propagate-shardings)"
+                    prop = get_pass("propagate-shardings")
+                    prop.run(module, parse_options(prop, ""), session)
+                from .ir import passmanager
+
+                passmanager.PassManager.parse("builtin.module(inline)").run(module)
+            except PassError:
+                raise fail("propagate-shardings") from None
+            except ir.MLIRError as err:
+                raise PredictError(f"inlining failed: {str(err).splitlines()[0]}") from None
+            r_, p_ = device_grid(module)
+            devices = r_ * p_
+            fits = [lbl for lbl, _a, s in scenarios if s.num_npus == devices]
+            for label, _arg, spec in scenarios:
+                if devices > 1 and spec.num_npus != devices:
+                    raise PredictError(
+                        f"the program runs on {devices} devices but system '{label}' has {spec.num_npus} NPUs"
+                        + (f"; systems that fit: {', '.join(fits)}" if fits else "")
+                        + f" (systems with {devices} NPUs in `costmodel systems list`)"
+                    )
+            mm_dtype = _matrix_dtype(module)
+            program = {"devices": devices, "kind": kind, "matrix_dtype": mm_dtype}
+
+            rows: list[Row] = []
+            top_kernels: list[dict] = []
+            top_of = ""
+            total = len(scenarios) * len(backends)
+            done = 0
+            for label, sys_arg, spec in scenarios:
+                from .hardware import load_hardware
+
+                hw = load_hardware(spec.hardware)
+                for backend in backends:
+                    clone = module.clone()
+                    try:
+                        annotate_module(clone, diags, hardware=spec.hardware, backend=backend, fusion=fusion)
+                        extract = get_pass("extract-collectives")
+                        extract.run(clone, parse_options(extract, f"system={sys_arg} chakra=false"), session)
+                        sub = _trace_name(label, backend)
+                        out_dir = os.path.join(trace_dir, sub) if trace_dir else os.path.join(tmp, sub)
+                        result = run_from_pass(
+                            clone, spec, {"chakra": True, "chakra-dir": out_dir, "granularity": "region"}, session
+                        )
+                    except PassError:
+                        raise fail(f"{label} / {backend}") from None
+                    report = simulate_dir(result.directory, system=spec, record=bool(trace_dir))
+                    if trace_dir:
+                        from .outputs import write_file
+                        from .perfetto import chrome_trace_bytes
+
+                        write_file(
+                            os.path.join(trace_dir, sub + ".perfetto.json"),
+                            chrome_trace_bytes(report.records, len(report.ranks)),
+                        )
+                    s = _summary(clone)
+                    rows.append(_row(label, spec, hw, backend, s, report, result, mm_dtype, sets or []))
+                    if not top_kernels and s.get("kernel_count"):
+                        top_kernels = [k.to_dict() for k in collect_kernels(clone)[:top]]
+                        top_of = f"{label} / {backend}"
+                    mem = _peak_memory(clone)
+                    if mem is not None:
+                        rows[-1].peak_memory_GiB = mem / 2**30
+                        rows[-1].fits = mem <= hw.memory_capacity_GiB * 2**30
+                        if not rows[-1].fits:
+                            rows[-1].notes.append(
+                                f"peak memory {mem / 2**30:.1f} GiB exceeds the {hw.memory_capacity_GiB:g} GiB of HBM: "
+                                "the step does not fit as is"
+                            )
+                    clone.erase()
+                    done += 1
+                    if progress is not None:
+                        progress(done, total, f"{label} / {backend}")
+        # speedup: against the first system, with the same backend
+        base: dict[str, float] = {}
+        for r in rows:
+            base.setdefault(r.backend, r.step_time_ms)
+            r.speedup = base[r.backend] / r.step_time_ms if r.step_time_ms else math.nan
+        return PredictResult(os.path.abspath(path) if path != "-" else "<stdin>", program, rows, top_kernels, top_of)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _trace_name(label: str, backend: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)
+    return f"{safe}-{backend}"
+
+
+def _peak_memory(module) -> int | None:
+    """Peak live bytes per device (costmodel.memory), None when the analysis is absent."""
+    try:
+        from .memory import peak_memory
+    except ImportError:
+        return None
+    return peak_memory(module).peak_bytes
+
+
+def _row(label, spec, hw, backend, s, report, result, mm_dtype, sets) -> Row:
+    step_ns = report.step_time_ns
+    flops = int(s.get("total_flops", 0))
+    peak = hw.peak_TFLOPS("matrix", mm_dtype) * 1e12
+    mfu = flops / (peak * step_ns * 1e-9) if step_ns and peak else 0.0
+    total_ns = float(s.get("total_time_ns", 0.0)) or 1.0
+    return Row(
+        system=label,
+        system_name=spec.name,
+        hardware=hw.name,
+        backend=backend,
+        fusion=str(s.get("fusion", "none")),
+        num_npus=spec.num_npus,
+        step_time_ms=step_ns / 1e6,
+        compute_ms=report.compute_time_ns / 1e6,
+        comm_ms=result.manifest["predicted"]["comm_time_ns_max"] / 1e6,
+        exposed_comm_ms=report.exposed_comm_ns / 1e6,
+        kernel_count=int(s.get("kernel_count", 0)),
+        kernel_bytes=int(s.get("kernel_bytes", 0)),
+        total_flops=flops,
+        mfu=mfu,
+        memory_bound_share=float(s.get("memory_bound_time_ns", 0.0)) / total_ns,
+        peak_memory_GiB=None,
+        hbm_GiB=hw.memory_capacity_GiB,
+        fits=None,
+        overrides=list(sets),
+    )
+
+
+# ---------------------------------------------------------------------------
+# rendering
+# ---------------------------------------------------------------------------
+
+
+def render_table(res: PredictResult) -> str:
+    from .kernels.report import KernelRow, render_table as kernel_table
+
+    head = (
+        f"{'system':<24} {'backend':<10} {'step':>10} {'compute':>10} {'comm':>9} {'exposed':>9} "
+        f"{'kernels':>7} {'MFU':>5} {'mem-bd':>6} {'peak mem':>12} {'speedup':>7}"
+    )
+    lines = [
+        f"{res.model}: {res.program['devices']} device(s), {res.program['kind']}",
+        "",
+        head,
+        "-" * len(head),
+    ]
+    for r in res.rows:
+        if r.peak_memory_GiB is None:
+            mem = "n/a"
+        else:
+            mem = f"{r.peak_memory_GiB:5.1f}/{r.hbm_GiB:g}G" + ("" if r.fits else " !")
+        lines.append(
+            f"{r.system[:24]:<24} {r.backend:<10} {r.step_time_ms:>8.2f}ms {r.compute_ms:>8.2f}ms "
+            f"{r.comm_ms:>7.2f}ms {r.exposed_comm_ms:>7.2f}ms {r.kernel_count:>7} {100 * r.mfu:>4.0f}% "
+            f"{100 * r.memory_bound_share:>5.0f}% {mem:>12} {r.speedup:>6.2f}x"
+        )
+    for r in res.rows:
+        for note in r.notes:
+            lines.append(f"note: {r.system} / {r.backend}: {note}")
+    if res.top_kernels:
+        lines += ["", f"top kernels on {res.top_kernels_of}:"]
+        rows = [
+            KernelRow(
+                id=k["id"],
+                kind=k["kind"],
+                time_ns=k["time_ns"],
+                bound=k["bound"],
+                flops=k["flops"],
+                bytes_read=k["bytes_read"],
+                bytes_written=k["bytes_written"],
+                launches=k["launches"],
+                executions=k["executions"],
+                ops=k["ops"],
+                shape=k["shape"],
+            )
+            for k in res.top_kernels
+        ]
+        step_ns = next((r.step_time_ms * 1e6 for r in res.rows if f"{r.system} / {r.backend}" == res.top_kernels_of), None)
+        lines.append(kernel_table(rows, len(rows), step_ns))
+    return "\n".join(lines)
+
+
+def plot(res: PredictResult, path: str) -> None:
+    """A stacked bar per (system, backend): compute and exposed communication."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise PredictError("--plot needs matplotlib: pip install 'stablehlo-costmodel[plot]'") from None
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in (".png", ".svg", ".pdf"):
+        raise PredictError(f"--plot writes .png, .svg or .pdf files, got '{path}'")
+    labels = [f"{r.system}\n{r.backend}" for r in res.rows]
+    compute = [r.compute_ms for r in res.rows]
+    exposed = [r.exposed_comm_ms for r in res.rows]
+    fig, ax = plt.subplots(figsize=(8, 0.6 * len(labels) + 1.5))
+    y = list(range(len(labels)))
+    ax.barh(y, compute, label="compute", color="#4C72B0")
+    ax.barh(y, exposed, left=compute, label="exposed communication", color="#DD8452")
+    for i, r in enumerate(res.rows):
+        ax.text(r.step_time_ms, i, f" {r.step_time_ms:.1f} ms ({r.speedup:.2f}x)", va="center", fontsize=8)
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("predicted step time (ms)")
+    ax.set_title(os.path.basename(res.model), fontsize=10)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_xlim(0, max((r.step_time_ms for r in res.rows), default=1) * 1.35)
+    fig.tight_layout()
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format=ext[1:])
+    plt.close(fig)
+    from .outputs import write_file
+
+    write_file(path, buf.getvalue())

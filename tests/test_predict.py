@@ -1,0 +1,125 @@
+"""`costmodel predict` end to end on a small data-parallel model: several systems, both
+backends, the JSON schema (docs/predict.md), the plot, what-if overrides, traces, and
+the mismatched device count error."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from costmodel import cli
+from costmodel.predict import SCHEMA, predict
+
+# A 4-replica MLP training step (pmap style): two matmuls, a gradient all-reduce.
+MODEL = """
+module @dp_step attributes {mhlo.num_replicas = 4 : i32, mhlo.num_partitions = 1 : i32} {
+  func.func public @main(%x: tensor<256x1024xbf16>, %w1: tensor<1024x4096xbf16>, %w2: tensor<4096x1024xbf16>) -> (tensor<1024x4096xbf16>, tensor<256x1024xbf16>) {
+    %h = stablehlo.dot_general %x, %w1, contracting_dims = [1] x [0] : (tensor<256x1024xbf16>, tensor<1024x4096xbf16>) -> tensor<256x4096xbf16>
+    %z = stablehlo.constant dense<0.0> : tensor<256x4096xbf16>
+    %r = stablehlo.maximum %h, %z : tensor<256x4096xbf16>
+    %y = stablehlo.dot_general %r, %w2, contracting_dims = [1] x [0] : (tensor<256x4096xbf16>, tensor<4096x1024xbf16>) -> tensor<256x1024xbf16>
+    %g = stablehlo.dot_general %x, %r, contracting_dims = [0] x [0] : (tensor<256x1024xbf16>, tensor<256x4096xbf16>) -> tensor<1024x4096xbf16>
+    %s = "stablehlo.all_reduce"(%g) <{replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>}> ({
+    ^bb0(%a: tensor<bf16>, %b: tensor<bf16>):
+      %t = stablehlo.add %a, %b : tensor<bf16>
+      stablehlo.return %t : tensor<bf16>
+    }) : (tensor<1024x4096xbf16>) -> tensor<1024x4096xbf16>
+    return %s, %y : tensor<1024x4096xbf16>, tensor<256x1024xbf16>
+  }
+}
+"""
+
+SYSTEMS = ["a100-40gb-x4", "h100-sxm-x4", "h200-x4"]
+
+
+@pytest.fixture
+def model(tmp_path):
+    p = tmp_path / "dp.mlir"
+    p.write_text(MODEL)
+    return str(p)
+
+
+def run_cli(capsys, *argv):
+    rc = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err, err
+    return rc, out, err
+
+
+def test_rows_for_every_system_and_backend(model):
+    res = predict(model, systems=SYSTEMS, backends=["roofline", "calibrated"], top=3)
+    assert [(r.system, r.backend) for r in res.rows] == [(s, b) for s in SYSTEMS for b in ("roofline", "calibrated")]
+    for r in res.rows:
+        assert r.step_time_ms > 0 and r.kernel_count > 0 and 0 < r.mfu < 1
+        assert r.step_time_ms == pytest.approx(r.compute_ms + r.exposed_comm_ms, rel=1e-6)
+        assert r.comm_ms > 0  # the gradient all-reduce
+    by = {(r.system, r.backend): r for r in res.rows}
+    for s in SYSTEMS:
+        assert by[(s, "calibrated")].step_time_ms >= by[(s, "roofline")].step_time_ms
+    # speedup against the first system, same backend; faster hardware, shorter step
+    assert by[("a100-40gb-x4", "roofline")].speedup == 1.0
+    assert by[("h100-sxm-x4", "roofline")].speedup > 1.0
+    assert len(res.top_kernels) == 3 and res.top_kernels_of == "a100-40gb-x4 / roofline"
+
+
+def test_json_schema(model, capsys):
+    rc, out, _ = run_cli(capsys, "predict", model, "--system", "a100-40gb-x4", "--system", "h100-sxm-x4",
+                         "--backend", "roofline", "--backend", "calibrated", "--json", "--top", "2")
+    assert rc == 0
+    doc = json.loads(out)
+    assert doc["schema"] == SCHEMA
+    assert doc["program"]["devices"] == 4
+    required = {"system", "backend", "step_time_ms", "compute_ms", "comm_ms", "exposed_comm_ms", "mfu",
+                "peak_memory_GiB", "fits", "kernel_count", "speedup", "memory_bound_share"}
+    assert len(doc["rows"]) == 4
+    for row in doc["rows"]:
+        assert required <= set(row)
+    assert len(doc["top_kernels"]) == 2
+    assert {"id", "kind", "time_ns", "bytes_read", "bytes_written", "flops", "ops", "shape"} <= set(doc["top_kernels"][0])
+
+
+def test_table_plot_and_trace(model, capsys, tmp_path):
+    png = tmp_path / "plot.png"
+    trace = tmp_path / "traces"
+    rc, out, _ = run_cli(capsys, "predict", model, "--system", "a100-40gb-x4", "--system", "h200-x4",
+                         "--plot", png, "--trace", trace)
+    assert rc == 0
+    assert "a100-40gb-x4" in out and "h200-x4" in out and "top kernels on" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    names = sorted(os.listdir(trace))
+    assert "a100-40gb-x4-roofline" in names and "h200-x4-roofline.perfetto.json" in names
+    assert os.path.exists(trace / "a100-40gb-x4-roofline" / "manifest.json")
+
+
+def test_what_if_faster_memory(model):
+    base = predict(model, systems=["a100-40gb-x4"], top=0).rows[0]
+    fast = predict(model, systems=["a100-40gb-x4"], sets=["hardware.memory_bandwidth_GBps=15550"], top=0).rows[0]
+    assert fast.system == "a100-40gb-x4 [hardware.memory_bandwidth_GBps=15550]"
+    assert fast.compute_ms < base.compute_ms
+
+
+@pytest.mark.parametrize(
+    "setting,message",
+    [
+        ("hardware.memory_bandwidth_GBps=-1", "must be positive"),
+        ("hardware.memory_bandwith_GBps=4000", "unknown key 'memory_bandwith_GBps'"),
+        ("network.7.bandwidth_GBps=450", "no element 7"),
+        ("nonsense", "--set expects KEY=VALUE"),
+    ],
+)
+def test_bad_what_if_is_one_line(model, capsys, setting, message):
+    rc, _out, err = run_cli(capsys, "predict", model, "--system", "a100-40gb-x4", "--set", setting)
+    assert rc == 1 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_mismatched_device_count_names_both_counts(model, capsys):
+    rc, _out, err = run_cli(capsys, "predict", model, "--system", "a100-40gb-x4", "--system", "dgx-h100")
+    assert rc == 1
+    assert "the program runs on 4 devices but system 'dgx-h100' has 8 NPUs; systems that fit: a100-40gb-x4" in err
+
+
+def test_no_system_is_an_error(model, capsys):
+    rc, _out, err = run_cli(capsys, "predict", model)
+    assert rc == 1 and "give at least one --system" in err
