@@ -3,8 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
+
+# The project's ../shared (third-party workloads and references). A fresh clone has no
+# ../shared: the tests that read it skip with this reason; CI has it (and fails on skips).
+SHARED_WORKLOADS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "workloads")
+SHARED_REASON = "needs ../shared/workloads beside the repository (CI has it; a fresh clone does not)"
+
+
+def shared_path(name: str) -> str:
+    """Path of a ../shared/workloads file, or skip the calling test with the reason."""
+    path = os.path.join(SHARED_WORKLOADS, name)
+    if not os.path.exists(path):
+        pytest.skip(f"{SHARED_REASON}: {name}")
+    return path
 
 
 @dataclasses.dataclass

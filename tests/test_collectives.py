@@ -10,6 +10,8 @@ import os
 
 import pytest
 
+from conftest import shared_path
+
 from costmodel.collectives import (
     CROSS_PARTITION,
     CROSS_REPLICA,
@@ -357,14 +359,14 @@ def _nbytes(t) -> int:
 
 
 def test_split_replica_groups_workload():
-    module = load(open(os.path.join(SHARED, "test_split_replica_groups.mlir")).read())
+    module = load(open(shared_path("test_split_replica_groups.mlir")).read())
     infos = decode_all(module)
     assert [i.groups for i in infos] == [[[0, 1], [2, 3]], [[0, 1, 2, 3]]]
     assert [i.comm_bytes for i in infos] == [128 * 512 * 4] * 2
 
 
 def test_jax_example_single_replica():
-    module = load(open(os.path.join(SHARED, "jax_example.mlir")).read())
+    module = load(open(shared_path("jax_example.mlir")).read())
     infos = decode_all(module)
     assert len(infos) == 6
     assert all(i.groups == [[0]] and i.group_size == 1 for i in infos)

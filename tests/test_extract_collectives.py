@@ -7,6 +7,8 @@ import re
 
 import pytest
 
+from conftest import shared_path
+
 from costmodel.driver import main
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "collectives")
@@ -163,7 +165,7 @@ def test_bad_options_are_one_line_errors(tmp_path, capsys):
 
 
 def test_resnet_375_all_reduces(tmp_path):
-    rc, text = run_opt(tmp_path, RESNET, "--extract-collectives=chakra=false system=a100-40gb-x4")
+    rc, text = run_opt(tmp_path, shared_path(os.path.basename(RESNET)), "--extract-collectives=chakra=false system=a100-40gb-x4")
     assert rc == 0
     module = load_out(text)
     found = collectives_of(module)
@@ -212,7 +214,7 @@ def test_permute_pair_onto_itself_costs_no_traffic(tmp_path):
 
 def test_system_alone_costs_compute_on_its_hardware(tmp_path, capsys):
     """`system=` names the per-device hardware: no annotate-cost needed."""
-    rc, text = run_opt(tmp_path, RESNET, "--extract-collectives=system=a100-40gb-x4 chakra=false")
+    rc, text = run_opt(tmp_path, shared_path(os.path.basename(RESNET)), "--extract-collectives=system=a100-40gb-x4 chakra=false")
     assert rc == 0
     assert "the hardware of system 'a100-40gb-x4'" in capsys.readouterr().err
     assert 'hardware = "a100-40gb"' in text and 'backend = "roofline"' in text
@@ -220,14 +222,14 @@ def test_system_alone_costs_compute_on_its_hardware(tmp_path, capsys):
 
 
 def test_hardware_mismatch_with_system_warns(tmp_path, capsys):
-    rc, _ = run_opt(tmp_path, RESNET, "--annotate-cost=hardware=h100-sxm", "--extract-collectives=system=a100-40gb-x4 chakra=false")
+    rc, _ = run_opt(tmp_path, shared_path(os.path.basename(RESNET)), "--annotate-cost=hardware=h100-sxm", "--extract-collectives=system=a100-40gb-x4 chakra=false")
     assert rc == 0
     err = capsys.readouterr().err
     assert "warning: compute was costed for hardware 'h100-sxm' but system 'a100-40gb-x4' has 'a100-40gb'" in err
 
 
 def test_times_print_as_decimals_not_hex(tmp_path):
-    rc, text = run_opt(tmp_path, RESNET, "--annotate-cost=hardware=a100-40gb", "--extract-collectives=system=a100-40gb-x4 chakra=false")
+    rc, text = run_opt(tmp_path, shared_path(os.path.basename(RESNET)), "--annotate-cost=hardware=a100-40gb", "--extract-collectives=system=a100-40gb-x4 chakra=false")
     assert rc == 0
     assert re.search(r"0x[0-9A-F]{16} : f64", text) is None
 

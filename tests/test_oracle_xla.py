@@ -14,6 +14,8 @@ import pathlib
 
 import pytest
 
+from conftest import shared_path
+
 import jax  # noqa: E402  (the [test] extra installs it)
 import jax.numpy as jnp  # noqa: E402
 from jax._src import xla_bridge  # noqa: E402
@@ -266,7 +268,7 @@ def test_jax_program_matches_xla(case):
 
 
 def test_resnet50_train_matches_xla():
-    path = WORKLOADS / "resnet_50_train_step_4_devices_1024_batch.mlir"
+    path = pathlib.Path(shared_path("resnet_50_train_step_4_devices_1024_batch.mlir"))
     text = path.read_text()
     o, x = ours(text), xla_cost(text)
     assert o[1] == x[1]
