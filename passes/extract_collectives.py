@@ -23,7 +23,7 @@ from costmodel.collectives import (
 )
 from costmodel.commmodel import ALGORITHM_NAMES, CommModelError, implements, resolve_algorithm
 from costmodel.engine import COST_ATTR, SUMMARY_ATTR
-from costmodel.ir import InputError, f64_attr, ir
+from costmodel.ir import InputError, count_attr, f64_attr, ir
 
 from . import PassError, PassInfo, PassOption, PassSession, register_pass
 from .export_chakra import CHAKRA_OPTIONS, SYSTEM_OPTION
@@ -119,16 +119,16 @@ def _collective_attr(info: CollectiveInfo, algorithm: str, time_ns: float, execu
     return ir.DictAttr.get(
         {
             "kind": ir.StringAttr.get(info.kind),
-            "bytes_in": ir.IntegerAttr.get(i64, info.bytes_in),
-            "bytes_out": ir.IntegerAttr.get(i64, info.bytes_out),
-            "comm_bytes": ir.IntegerAttr.get(i64, info.comm_bytes),
-            "group_size": ir.IntegerAttr.get(i64, info.group_size),
-            "num_groups": ir.IntegerAttr.get(i64, info.num_groups),
+            "bytes_in": count_attr(info.bytes_in),
+            "bytes_out": count_attr(info.bytes_out),
+            "comm_bytes": count_attr(info.comm_bytes),
+            "group_size": count_attr(info.group_size),
+            "num_groups": count_attr(info.num_groups),
             "replica_groups": ir.StringAttr.get(info.groups_text()),
             "mode": ir.StringAttr.get(info.mode),
             "algorithm": ir.StringAttr.get(algorithm),
             "time_ns": f64_attr(time_ns),
-            "executions": ir.IntegerAttr.get(i64, executions),
+            "executions": count_attr(executions),
         }
     )
 
@@ -148,16 +148,16 @@ def _write_summary(module, system, system_name: str, per_kind: dict, ops: int, u
     hw_spec = getattr(system, "hardware_spec", None)
     if hw_spec is not None:  # what annotate-cost compares its hardware with (warn_recosting)
         entries["system_hardware"] = ir.StringAttr.get(hw_spec.name)
-    entries["collective_ops"] = ir.IntegerAttr.get(i64, ops)
-    entries["collective_count"] = ir.IntegerAttr.get(i64, count)
-    entries["collective_bytes"] = ir.IntegerAttr.get(i64, nbytes)
+    entries["collective_ops"] = count_attr(ops)
+    entries["collective_count"] = count_attr(count)
+    entries["collective_bytes"] = count_attr(nbytes)
     entries["comm_time_ns"] = f64_attr(t)
     entries["collectives"] = ir.DictAttr.get(
         {
             kind: ir.DictAttr.get(
                 {
-                    "count": ir.IntegerAttr.get(i64, v["count"]),
-                    "bytes": ir.IntegerAttr.get(i64, v["bytes"]),
+                    "count": count_attr(v["count"]),
+                    "bytes": count_attr(v["bytes"]),
                     "time_ns": f64_attr(v["time_ns"]),
                 }
             )
@@ -165,7 +165,7 @@ def _write_summary(module, system, system_name: str, per_kind: dict, ops: int, u
         }
     )
     if unsupported:
-        entries["collective_unsupported_count"] = ir.IntegerAttr.get(i64, unsupported)
+        entries["collective_unsupported_count"] = count_attr(unsupported)
     module.attributes[SUMMARY_ATTR] = ir.DictAttr.get(entries)
 
 

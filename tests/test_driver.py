@@ -536,3 +536,41 @@ def test_pass_failure_is_a_diagnostic(capsys, tmp_path):
     assert rc == 1 and out == ""
     assert err.startswith(f"{p}:")
     assert ": error: " in err.splitlines()[0]
+
+
+def _call_chain(depth: int) -> str:
+    funcs = []
+    for i in range(depth):
+        body = (
+            f"%0 = func.call @f{i + 1}(%a) : (tensor<4xf32>) -> tensor<4xf32>"
+            if i < depth - 1
+            else "%0 = stablehlo.exponential %a : tensor<4xf32>"
+        )
+        funcs.append(f"func.func private @f{i}(%a: tensor<4xf32>) -> tensor<4xf32> {{\n  {body}\n  return %0 : tensor<4xf32>\n}}")
+    funcs.append(
+        "func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
+        "  %0 = func.call @f0(%a) : (tensor<4xf32>) -> tensor<4xf32>\n  return %0 : tensor<4xf32>\n}"
+    )
+    return "\n".join(funcs) + "\n"
+
+
+def test_deep_call_chain_is_not_a_recursion_error(capsys, tmp_path):
+    # issue 12 item 8: nesting >= 250 used to raise RecursionError
+    p = tmp_path / "deep.mlir"
+    p.write_text(_call_chain(1500))
+    rc, out, err = run(capsys, p, "--annotate-cost=hardware=a100-40gb", "--extract-collectives=system=a100-40gb-x4 chakra=false")
+    assert rc == 0, err
+    assert "transcendentals = 4 : i64" in out  # the exponential at the bottom, counted once
+
+
+def test_counts_beyond_int64_are_f64_with_a_warning(capsys, tmp_path):
+    # issue 12 item 7: 2^32 x 2^32 x 1024 elements used to end in std::bad_cast
+    t = "tensor<4294967296x4294967296x1024xf32>"
+    p = tmp_path / "huge.mlir"
+    p.write_text(f"func.func @main(%a: {t}) -> {t} {{\n  %0 = stablehlo.add %a, %a : {t}\n  return %0 : {t}\n}}\n")
+    rc, out, err = run(capsys, p, "--annotate-cost=hardware=a100-40gb")
+    assert rc == 0, err
+    elements = 4294967296 * 4294967296 * 1024
+    assert elements > 2**63 - 1
+    assert "warning: counts beyond int64" in err
+    assert "flops = 1.8889465931478585E+22 : f64" in out  # one flop per element, as f64

@@ -516,7 +516,16 @@ def _err(message: str) -> None:
     sys.stderr.write(f"{PROG}: error: {message}\n")
 
 
+def _deep_recursion() -> None:
+    """Nesting depth (loops in loops, call chains) is bounded by memory, not by Python's
+    default recursion limit of 1000: the walkers recurse in pure Python frames, which
+    CPython 3.11+ keeps off the C stack."""
+    if sys.getrecursionlimit() < 200_000:
+        sys.setrecursionlimit(200_000)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _deep_recursion()
     try:
         rc = _main(sys.argv[1:] if argv is None else list(argv))
         sys.stdout.flush()

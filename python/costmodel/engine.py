@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .ir import DiagnosticEngine, f64_attr, ir
+from .ir import DiagnosticEngine, count_attr, f64_attr, ir
 from .rules import REGION_OPS, NotDecomposed, OpCost, Unsupported, rule_for
 from .shapes import type_info
 
@@ -236,15 +236,15 @@ class CostEngine:
             i64 = self._i64
             d = {
                 "backend": self._backend_attr,
-                "flops": ir.IntegerAttr.get(i64, flops),
-                "transcendentals": ir.IntegerAttr.get(i64, transc),
-                "bytes_read": ir.IntegerAttr.get(i64, br),
-                "bytes_written": ir.IntegerAttr.get(i64, bw),
+                "flops": count_attr(flops),
+                "transcendentals": count_attr(transc),
+                "bytes_read": count_attr(br),
+                "bytes_written": count_attr(bw),
                 "time_ns": f64_attr(time_ns),
                 "bound": ir.StringAttr.get(bound),
             }
             if trip_count is not None:
-                d["trip_count"] = ir.IntegerAttr.get(i64, trip_count)
+                d["trip_count"] = count_attr(trip_count)
             attr = ir.DictAttr.get(d)
             self._attr_cache[key] = attr
         return attr
@@ -278,6 +278,15 @@ class CostEngine:
                     total.add(t)
                     entries.append(name)
             self._write_summary(module, total, entries)
+            from . import ir as ir_mod
+
+            if ir_mod.OVERFLOWED_COUNTS:
+                biggest = max(ir_mod.OVERFLOWED_COUNTS)
+                ir_mod.OVERFLOWED_COUNTS.clear()
+                self.diags.warning(
+                    module.location,
+                    f"counts beyond int64 (up to {float(biggest):.3e}) are written as f64 attributes",
+                )
             return total
 
     def _write_summary(self, module, total: Totals, entries: list[str]) -> None:
@@ -286,25 +295,25 @@ class CostEngine:
             "hardware": ir.StringAttr.get(self.hardware_name),
             "backend": ir.StringAttr.get(self.backend_name),
             "entry_functions": ir.ArrayAttr.get([ir.StringAttr.get(e) for e in entries]),
-            "total_flops": ir.IntegerAttr.get(i64, total.flops),
-            "total_transcendentals": ir.IntegerAttr.get(i64, total.transcendentals),
-            "total_bytes": ir.IntegerAttr.get(i64, total.bytes_read + total.bytes_written),
-            "total_bytes_read": ir.IntegerAttr.get(i64, total.bytes_read),
-            "total_bytes_written": ir.IntegerAttr.get(i64, total.bytes_written),
+            "total_flops": count_attr(total.flops),
+            "total_transcendentals": count_attr(total.transcendentals),
+            "total_bytes": count_attr(total.bytes_read + total.bytes_written),
+            "total_bytes_read": count_attr(total.bytes_read),
+            "total_bytes_written": count_attr(total.bytes_written),
             "total_time_ns": f64_attr(total.time_ns),
             "compute_bound_time_ns": f64_attr(total.time_by_bound["compute"]),
             "memory_bound_time_ns": f64_attr(total.time_by_bound["memory"]),
             "overhead_bound_time_ns": f64_attr(total.time_by_bound["overhead"]),
-            "op_count": ir.IntegerAttr.get(i64, self.op_count),
-            "unsupported_count": ir.IntegerAttr.get(i64, sum(self.unsupported_ops.values())),
+            "op_count": count_attr(self.op_count),
+            "unsupported_count": count_attr(sum(self.unsupported_ops.values())),
         }
         if self.fusion != "none":
             d["fusion"] = ir.StringAttr.get(self.policy)
-            d["kernel_count"] = ir.IntegerAttr.get(i64, total.kernel_count)
-            d["kernel_bytes"] = ir.IntegerAttr.get(i64, total.kernel_bytes)
+            d["kernel_count"] = count_attr(total.kernel_count)
+            d["kernel_bytes"] = count_attr(total.kernel_bytes)
         if self.unsupported_ops:
             d["unsupported_ops"] = ir.DictAttr.get(
-                {k: ir.IntegerAttr.get(i64, v) for k, v in sorted(self.unsupported_ops.items())}
+                {k: count_attr(v) for k, v in sorted(self.unsupported_ops.items())}
             )
         module.attributes[SUMMARY_ATTR] = ir.DictAttr.get(d)
 
@@ -404,7 +413,7 @@ class CostEngine:
             t.time_by_bound[kc.bound] += kc.time_ns
             t.kernel_count += k.launches
             t.kernel_bytes += k.bytes_read + k.bytes_written
-            id_attr = ir.IntegerAttr.get(i64, k.id)
+            id_attr = count_attr(k.id)
             # keyed by node index: an ir.Operation's hash changes with its attributes
             for i in k.node_ids:
                 placed[i] = (k, kc, id_attr)
@@ -446,14 +455,14 @@ class CostEngine:
     def _kernel_attr(self, k, kc):
         i64 = self._i64
         d = {
-            "id": ir.IntegerAttr.get(i64, k.id),
+            "id": count_attr(k.id),
             "kind": ir.StringAttr.get(k.kind),
-            "ops": ir.IntegerAttr.get(i64, len(k.ops) + len(k.duplicated)),
-            "launches": ir.IntegerAttr.get(i64, k.launches),
-            "flops": ir.IntegerAttr.get(i64, k.flops),
-            "transcendentals": ir.IntegerAttr.get(i64, k.transcendentals),
-            "bytes_read": ir.IntegerAttr.get(i64, k.bytes_read),
-            "bytes_written": ir.IntegerAttr.get(i64, k.bytes_written),
+            "ops": count_attr(len(k.ops) + len(k.duplicated)),
+            "launches": count_attr(k.launches),
+            "flops": count_attr(k.flops),
+            "transcendentals": count_attr(k.transcendentals),
+            "bytes_read": count_attr(k.bytes_read),
+            "bytes_written": count_attr(k.bytes_written),
             "time_ns": f64_attr(kc.time_ns),
             "bound": ir.StringAttr.get(kc.bound),
             "backend": self._backend_attr,
@@ -462,7 +471,7 @@ class CostEngine:
             if isinstance(value, bool) or isinstance(value, str):
                 d[key] = ir.BoolAttr.get(value) if isinstance(value, bool) else ir.StringAttr.get(value)
             elif isinstance(value, int):
-                d[key] = ir.IntegerAttr.get(i64, value)
+                d[key] = count_attr(value)
             elif isinstance(value, float):
                 d[key] = f64_attr(value)
         return ir.DictAttr.get(d)

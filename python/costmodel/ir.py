@@ -80,6 +80,8 @@ __all__ = [
     "InputError",
     "MLIR_BYTECODE_MAGIC",
     "write_atomically",
+    "count_attr",
+    "attr_number",
     "captured_stderr",
 ]
 
@@ -420,6 +422,30 @@ def f64_attr(value: float):
         if float(digits) != value:
             value = math.nextafter(value, math.inf)
     return ir.FloatAttr.get_f64(value)
+
+
+INT64_MAX = (1 << 63) - 1
+# Counts that overflowed int64 and were written as f64 (read by the passes to warn once).
+OVERFLOWED_COUNTS: list[int] = []
+
+
+def count_attr(value: int):
+    """An i64 IntegerAttr for a count, or an f64 FloatAttr when it does not fit in int64
+    (a tensor<4294967296x4294967296x1024xf32> has 1.8e22 elements); needs an active
+    context. Overflows are recorded in OVERFLOWED_COUNTS."""
+    value = int(value)
+    if -INT64_MAX - 1 <= value <= INT64_MAX:
+        return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
+    OVERFLOWED_COUNTS.append(value)
+    return f64_attr(float(value))
+
+
+def attr_number(attr) -> int | float:
+    """The value of an integer or float attribute (counts may be either, see count_attr)."""
+    try:
+        return ir.IntegerAttr(attr).value
+    except (ValueError, TypeError):
+        return ir.FloatAttr(attr).value
 
 
 def walk_ops(op):

@@ -52,7 +52,7 @@ import time
 from typing import Callable
 
 from ..engine import COST_ATTR, KERNEL_COST_ATTR, SUMMARY_ATTR, infer_trip_count
-from ..ir import InputError, format_location, ir
+from ..ir import InputError, format_location, ir, attr_number
 from . import et_def_pb2 as pb
 from .io import CHAKRA_VERSION, encode_trace, make_metadata
 
@@ -229,11 +229,11 @@ class _Builder:
         if hit is None:
             d = ir.DictAttr(a)
             t = ir.FloatAttr(d["time_ns"]).value if "time_ns" in d else 0.0
-            flops = ir.IntegerAttr(d["flops"]).value if "flops" in d else 0
-            nbytes = (ir.IntegerAttr(d["bytes_read"]).value if "bytes_read" in d else 0) + (
-                ir.IntegerAttr(d["bytes_written"]).value if "bytes_written" in d else 0
+            flops = int(attr_number(d["flops"])) if "flops" in d else 0
+            nbytes = (int(attr_number(d["bytes_read"])) if "bytes_read" in d else 0) + (
+                int(attr_number(d["bytes_written"])) if "bytes_written" in d else 0
             )
-            trip = ir.IntegerAttr(d["trip_count"]).value if "trip_count" in d else None
+            trip = int(attr_number(d["trip_count"])) if "trip_count" in d else None
             hit = (t, flops, nbytes, trip)
             self._cost_cache[a] = hit
         return hit
@@ -348,7 +348,7 @@ class _Builder:
         d = ir.DictAttr(op.attributes[KERNEL_COST_ATTR])
 
         def i(key):
-            return ir.IntegerAttr(d[key]).value if key in d else 0
+            return int(attr_number(d[key])) if key in d else 0
 
         name = f"kernel.{i('id')}.{ir.StringAttr(d['kind']).value}"
         return name, i("flops") + i("transcendentals"), i("bytes_read") + i("bytes_written"), i("ops")

@@ -62,7 +62,9 @@ def has_kernels(module) -> bool:
 
 
 def _int(d, key) -> int:
-    return ir.IntegerAttr(d[key]).value if key in d else 0
+    from ..ir import attr_number
+
+    return int(attr_number(d[key])) if key in d else 0
 
 
 def collect_kernels(module) -> list[KernelRow]:
