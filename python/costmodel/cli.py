@@ -32,16 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _deep_recursion() -> None:
-    """Nesting depth (loops in loops, call chains) is bounded by memory, not by Python's
-    default recursion limit of 1000: the walkers recurse in pure Python frames, which
-    CPython 3.11+ keeps off the C stack."""
-    if sys.getrecursionlimit() < 200_000:
-        sys.setrecursionlimit(200_000)
-
-
 def main(argv: list[str] | None = None) -> int:
-    _deep_recursion()
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if not getattr(args, "func", None):

@@ -408,7 +408,7 @@ class Runner:
 
     @staticmethod
     def _wrap(step: Step, prep: Prepared):
-        from costmodel.ir import InputError, ir
+        from costmodel.ir import DEEP_RECURSION, InputError, ir, recursion_limit
         from costmodel.passes import PassError
 
         diags, session, failures = prep.diags, prep.session, prep.failures
@@ -419,7 +419,8 @@ class Runner:
         def _run(op, pass_):
             try:
                 before = _errors()
-                step.info.run(op, step.options, session)
+                with recursion_limit(DEEP_RECURSION):  # nesting depth bounded by memory
+                    step.info.run(op, step.options, session)
                 if _errors() > before:
                     failures.append(PassError(step.text))
                     pass_.signal_pass_failure()
@@ -516,16 +517,7 @@ def _err(message: str) -> None:
     sys.stderr.write(f"{PROG}: error: {message}\n")
 
 
-def _deep_recursion() -> None:
-    """Nesting depth (loops in loops, call chains) is bounded by memory, not by Python's
-    default recursion limit of 1000: the walkers recurse in pure Python frames, which
-    CPython 3.11+ keeps off the C stack."""
-    if sys.getrecursionlimit() < 200_000:
-        sys.setrecursionlimit(200_000)
-
-
 def main(argv: list[str] | None = None) -> int:
-    _deep_recursion()
     try:
         rc = _main(sys.argv[1:] if argv is None else list(argv))
         sys.stdout.flush()

@@ -298,8 +298,11 @@ def load_json_file(path: str) -> dict:
         raise SpecError(f"cannot read '{path}': {err.strerror}") from None
     if len(raw) > MAX_SPEC_BYTES:
         raise SpecError(f"{path}: larger than {MAX_SPEC_BYTES:,} bytes: not a JSON spec file")
+    from .ir import recursion_limit
+
     try:
-        return json.loads(raw)
+        with recursion_limit(2_000, at_least=False):  # json recurses on the C stack
+            return json.loads(raw)
     except json.JSONDecodeError as err:
         raise SpecError(f"{path}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}") from None
     except UnicodeDecodeError:

@@ -81,6 +81,7 @@ __all__ = [
     "MLIR_BYTECODE_MAGIC",
     "write_atomically",
     "count_attr",
+    "recursion_limit",
     "attr_number",
     "captured_stderr",
 ]
@@ -424,6 +425,30 @@ def f64_attr(value: float):
     return ir.FloatAttr.get_f64(value)
 
 
+class recursion_limit:
+    """Set Python's recursion limit for a block, then restore it.
+
+    `recursion_limit(200_000)` around our IR walkers (pure Python frames, which CPython
+    3.11+ keeps off the C stack) bounds nesting depth by memory, not by the default 1000;
+    `recursion_limit(2_000)` around C code that recurses on the C stack and trusts the
+    limit (json) keeps it from overflowing that stack."""
+
+    def __init__(self, limit: int, *, at_least: bool = True) -> None:
+        self.limit = limit
+        self.at_least = at_least
+        self._old = 0
+
+    def __enter__(self):
+        self._old = sys.getrecursionlimit()
+        new = max(self._old, self.limit) if self.at_least else min(self._old, self.limit)
+        sys.setrecursionlimit(new)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        sys.setrecursionlimit(self._old)
+
+
+DEEP_RECURSION = 200_000
 INT64_MAX = (1 << 63) - 1
 # Counts that overflowed int64 and were written as f64 (read by the passes to warn once).
 OVERFLOWED_COUNTS: list[int] = []

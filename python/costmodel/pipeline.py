@@ -61,7 +61,15 @@ def _summary(module) -> dict:
     return out
 
 
-def predict_step(
+def predict_step(text: str | bytes, **kwargs) -> StepPrediction:
+    """See `_predict_step`; nesting depth bounded by memory, not by Python."""
+    from .ir import DEEP_RECURSION, recursion_limit
+
+    with recursion_limit(DEEP_RECURSION):
+        return _predict_step(text, **kwargs)
+
+
+def _predict_step(
     text: str | bytes,
     *,
     system: str,

@@ -197,7 +197,15 @@ def _matrix_dtype(module) -> str:
     return max(counts, key=counts.get) if counts else "f32"
 
 
-def predict(
+def predict(path: str, **kwargs) -> PredictResult:
+    """See `_predict`; nesting depth of the program bounded by memory, not by Python."""
+    from .ir import DEEP_RECURSION, recursion_limit
+
+    with recursion_limit(DEEP_RECURSION):
+        return _predict(path, **kwargs)
+
+
+def _predict(
     path: str,
     *,
     systems: list[str],

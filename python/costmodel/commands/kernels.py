@@ -23,6 +23,13 @@ def register(subparsers) -> None:
 
 
 def _run(args) -> int:
+    from ..ir import DEEP_RECURSION, recursion_limit
+
+    with recursion_limit(DEEP_RECURSION):
+        return _kernels(args)
+
+
+def _kernels(args) -> int:
     from ..driver import read_input
     from ..ir import DiagnosticEngine, InputError, ir, load_module, make_context
     from ..kernels.report import collect_kernels, has_kernels, render_table
