@@ -32,6 +32,7 @@ def annotate_module(
     fusion: str = "",
     backend_options: dict | None = None,
     session: PassSession | None = None,
+    formation_cache: dict | None = None,
 ) -> CostEngine:
     """What the pass does, callable in-process (`costmodel kernels`, `predict`).
     Raises InputError for a bad hardware, backend or fusion name."""
@@ -47,7 +48,9 @@ def annotate_module(
         )
     if session is not None:
         warn_recosting(module, spec.name, session)
-    engine = CostEngine(impl, spec.name, diagnostics, backend_name=backend, fusion=policy)
+    engine = CostEngine(
+        impl, spec.name, diagnostics, backend_name=backend, fusion=policy, formation_cache=formation_cache
+    )
     engine.run(module)
     return engine
 

@@ -17,6 +17,7 @@ Conventions:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from .ir import DiagnosticEngine, count_attr, f64_attr, ir
@@ -206,6 +207,7 @@ class CostEngine:
         *,
         backend_name: str | None = None,
         fusion: str = "none",
+        formation_cache: dict | None = None,
     ):
         self.backend = backend
         # kernel formation policy: "none" (every op its own kernel, no kernel attributes),
@@ -214,6 +216,11 @@ class CostEngine:
         self.policy = fusion
         self._next_kernel = 0
         self._leaf_cache: dict = {}
+        # Kernel formation does not depend on the hardware or the backend: callers that
+        # cost clones of one module several times (costmodel predict) share this dict, and
+        # the n-th block formed reuses the grouping of the n-th block of the first run.
+        self._formation_cache = formation_cache
+        self._block_seq = 0
         self.backend_name = backend_name or getattr(backend, "name", type(backend).__name__)
         self.hardware_name = hardware_name
         self.diags = diagnostics
@@ -402,7 +409,7 @@ class CostEngine:
                 nodes.append(Node(op, name, None, BOUNDARY))
                 continue
             nodes.append(Node(op, name, self._leaf_cost(op, t), op_class(name)))
-        kernels = form_kernels(nodes, self.policy)
+        kernels = self._form(nodes)
         i64 = self._i64
         placed: dict = {}
         for k in kernels:
@@ -451,6 +458,29 @@ class CostEngine:
             t.bytes_read += cost.bytes_read
             t.bytes_written += cost.bytes_written
         return t
+
+    def _form(self, nodes):
+        from .kernels import form_kernels
+
+        self._block_seq += 1
+        cache = self._formation_cache
+        if cache is None:
+            return form_kernels(nodes, self.policy)
+        key = (self.policy, self._block_seq, len(nodes), tuple(nd.name for nd in nodes))
+        hit = cache.get(key)
+        if hit is None:
+            kernels = form_kernels(nodes, self.policy)
+            cache[key] = [dataclasses.replace(k, ops=[], root=None, duplicated=[]) for k in kernels]
+            return kernels
+        out = []
+        for k in hit:
+            ops = [nodes[i].op for i in k.node_ids]
+            out.append(
+                dataclasses.replace(
+                    k, ops=ops, root=ops[-1], duplicated=[nodes[i].op for i in k.duplicated_ids], id=-1
+                )
+            )
+        return out
 
     def _kernel_attr(self, k, kc):
         i64 = self._i64

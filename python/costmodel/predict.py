@@ -282,6 +282,7 @@ def _predict(
             program = {"devices": devices, "kind": kind, "matrix_dtype": mm_dtype}
 
             rows: list[Row] = []
+            formation_cache: dict = {}  # one kernel formation per fusion policy
             top_kernels: list[dict] = []
             top_of = ""
             total = len(scenarios) * len(backends)
@@ -293,7 +294,14 @@ def _predict(
                 for backend in backends:
                     clone = module.clone()
                     try:
-                        annotate_module(clone, diags, hardware=spec.hardware, backend=backend, fusion=fusion)
+                        annotate_module(
+                            clone,
+                            diags,
+                            hardware=spec.hardware,
+                            backend=backend,
+                            fusion=fusion,
+                            formation_cache=formation_cache,
+                        )
                         extract = get_pass("extract-collectives")
                         extract.run(clone, parse_options(extract, f"system={sys_arg} chakra=false"), session)
                         sub = _trace_name(label, backend)
