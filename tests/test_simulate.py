@@ -228,3 +228,31 @@ def test_bad_system_file_for_simulate_is_one_line(tmp_path, capsys):
     assert capsys.readouterr().err == (
         f"costmodel: error: {bad}: 'network[0].bandwidth_GBps' must be a finite number, got Infinity\n"
     )
+
+
+def test_in_memory_graphs_simulate_like_the_written_trace(tmp_path):
+    """simulate_graphs (costmodel predict without --trace) == simulate_dir of the same export."""
+    from costmodel.chakra.export import export_module
+    from costmodel.ir import DiagnosticEngine, load_module, make_context
+    from costmodel.passes.annotate_cost import annotate_module
+    from costmodel.simulate import simulate_dir, simulate_graphs
+    from costmodel.systems import load_system
+
+    src = os.path.join(os.path.dirname(__file__), "..", "examples", "transformer_train_2x4.mlir")
+    from costmodel.passes import PassSession, get_pass, parse_options
+
+    ctx = make_context()
+    with ctx:
+        module = load_module(ctx, open(src).read(), "tf")
+        session = PassSession(DiagnosticEngine("tf"))
+        prop = get_pass("propagate-shardings")
+        prop.run(module, parse_options(prop, ""), session)
+        annotate_module(module, session.diagnostics, hardware="h100-sxm", backend="calibrated")
+        system = load_system("dgx-h100")
+        written = export_module(module, system, str(tmp_path / "t"))
+        in_memory = export_module(module, system, str(tmp_path / "u"), write=False)
+    a = simulate_dir(written.directory, system=system)
+    b = simulate_graphs(in_memory.graphs.nodes, in_memory.graphs.comm_groups, system)
+    assert not (tmp_path / "u").exists()
+    assert (a.step_time_ns, a.compute_time_ns, a.exposed_comm_ns) == (b.step_time_ns, b.compute_time_ns, b.exposed_comm_ns)
+    assert a.step_time_ns > 0

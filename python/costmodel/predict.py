@@ -216,14 +216,14 @@ def _predict(
     trace_dir: str | None = None,
     progress=None,
 ) -> PredictResult:
-    from .chakra.export import run_from_pass
+    from .chakra.export import export_module, run_from_pass
     from .driver import read_input
     from .passes.extract_collectives import device_grid
     from .kernels.report import collect_kernels
     from .passes import PassError, PassSession, get_pass, parse_options
     from .passes.annotate_cost import annotate_module
     from .partitioning import find_unpartitioned_sharding
-    from .simulate import simulate_dir
+    from .simulate import simulate_dir, simulate_graphs
     from .systems import load_system
 
     backends = backends or ["roofline"]
@@ -305,13 +305,21 @@ def _predict(
                         extract = get_pass("extract-collectives")
                         extract.run(clone, parse_options(extract, f"system={sys_arg} chakra=false"), session)
                         sub = _trace_name(label, backend)
-                        out_dir = os.path.join(trace_dir, sub) if trace_dir else os.path.join(tmp, sub)
-                        result = run_from_pass(
-                            clone, spec, {"chakra": True, "chakra-dir": out_dir, "granularity": "region"}, session
-                        )
+                        if trace_dir:
+                            result = run_from_pass(
+                                clone,
+                                spec,
+                                {"chakra": True, "chakra-dir": os.path.join(trace_dir, sub), "granularity": "region"},
+                                session,
+                            )
+                        else:  # the same graphs, simulated in memory
+                            result = export_module(clone, spec, os.path.join(tmp, sub), diags=diags, write=False)
                     except PassError:
                         raise fail(f"{label} / {backend}") from None
-                    report = simulate_dir(result.directory, system=spec, record=bool(trace_dir))
+                    if trace_dir:
+                        report = simulate_dir(result.directory, system=spec, record=True)
+                    else:
+                        report = simulate_graphs(result.graphs.nodes, result.graphs.comm_groups, spec)
                     if trace_dir:
                         from .outputs import write_file
                         from .perfetto import chrome_trace_bytes

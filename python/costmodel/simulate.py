@@ -538,6 +538,18 @@ def simulate(
     return SimReport(step, results, coll_count, p2p_count, records)
 
 
+def simulate_graphs(rank_nodes: list, groups: dict, system, *, record: bool = False) -> SimReport:
+    """Simulate Chakra graphs held in memory (the exporter's `RankGraphs.nodes` and
+    `comm_groups`), exactly as `simulate_dir` would once they are written and read back."""
+    from .chakra.export import _system_texts
+
+    system_json = json.loads(_system_texts(system)["system.json"])
+    roofline = _roofline(system_json)
+    groups = {str(k): [int(r) for r in v] for k, v in groups.items()}
+    ranks = [convert_nodes(nodes, rank, len(rank_nodes), groups, roofline) for rank, nodes in enumerate(rank_nodes)]
+    return simulate(ranks, comm_time_for_system(system), record=record)
+
+
 def simulate_dir(directory: str, *, system=None, comm_time: Callable | None = None, record: bool = False) -> SimReport:
     trace = load_trace_dir(directory)
     if comm_time is None:

@@ -879,6 +879,7 @@ def export_module(
     system_files: dict[str, str] | None = None,
     source: str | None = None,
     outputs=None,
+    write: bool = True,
 ) -> ExportResult:
     """Build and write the trace directory for `module` on `system` (staged in
     `outputs`, a `costmodel.outputs.OutputSet`, when given: `ExportResult.staged` is
@@ -970,6 +971,8 @@ def export_module(
     }
     manifest["written_files"] = sorted([*files, MANIFEST])
     files[MANIFEST] = (json.dumps(manifest, indent=2) + "\n").encode()
+    if not write:  # in-memory use (costmodel predict without --trace): simulate_graphs
+        return ExportResult(abs_dir, num_ranks, manifest, template, graphs, staged=None)
     staged = write_trace_dir(directory, files, outputs)
     return ExportResult(abs_dir, num_ranks, manifest, template, graphs, staged=staged)
 
