@@ -366,3 +366,39 @@ def test_sharded_programs_on_8_devices(path, propagate, tmp_path, capsys):
     assert report.collectives + report.messages > 0
     sim = simulate_dir(str(out))
     assert sim.step_time_ns > 0
+
+
+def test_one_collective_count_with_idle_ranks(tmp_path, capsys):
+    """issue 12 item 15: the export message, `chakra check` and `simulate` report the
+    same collectives per rank, also when idle ranks of a larger system dilute averages."""
+    from costmodel import cli, driver
+
+    module = tmp_path / "dp.mlir"
+    module.write_text(
+        """
+module attributes {mhlo.num_replicas = 4 : i32, mhlo.num_partitions = 1 : i32} {
+  func.func @main(%x: tensor<1024xf32>) -> tensor<1024xf32> {
+    %0 = "stablehlo.all_reduce"(%x) <{replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>}> ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %s = stablehlo.add %a, %b : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+    }) : (tensor<1024xf32>) -> tensor<1024xf32>
+    %1 = stablehlo.multiply %0, %0 : tensor<1024xf32>
+    %2 = "stablehlo.all_reduce"(%1) <{replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>}> ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %s = stablehlo.add %a, %b : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+    }) : (tensor<1024xf32>) -> tensor<1024xf32>
+    return %2 : tensor<1024xf32>
+  }
+}
+"""
+    )
+    trace = tmp_path / "t"
+    rc = driver.main([str(module), f"--extract-collectives=system=dgx-a100 chakra-dir={trace}", "-o", "/dev/null"])
+    err = capsys.readouterr().err
+    assert rc == 0 and "chakra: wrote 8 ranks" in err and "2 collectives per rank" in err  # not 2 * 4 / 8 = 1
+    assert cli.main(["chakra", "check", str(trace)]) == 0
+    assert "2 collectives per rank" in capsys.readouterr().out
+    assert cli.main(["simulate", str(trace)]) == 0
+    assert "collectives per rank: 2" in capsys.readouterr().out

@@ -107,6 +107,7 @@ class SimReport:
     p2p_messages: int
     records: list | None = None  # (rank, track, name, start_ns, end_ns, args)
     directory: str | None = None
+    collectives_per_rank: int = 0  # collectives of the busiest rank (as export and check say)
 
     @property
     def compute_time_ns(self) -> int:
@@ -132,6 +133,7 @@ class SimReport:
             "exposed_comm_ns": self.exposed_comm_ns,
             "num_ranks": len(self.ranks),
             "collectives": self.collectives,
+            "collectives_per_rank": self.collectives_per_rank,
             "p2p_messages": self.p2p_messages,
             "ranks": [r.to_dict() for r in self.ranks],
         }
@@ -141,7 +143,8 @@ class SimReport:
             f"step time:              {_fmt_ns(self.step_time_ns)}",
             f"compute time:           {_fmt_ns(self.compute_time_ns)}",
             f"exposed communication:  {_fmt_ns(self.exposed_comm_ns)}",
-            f"ranks: {len(self.ranks)}, collectives: {self.collectives}, p2p messages: {self.p2p_messages}",
+            f"ranks: {len(self.ranks)}, collectives per rank: {self.collectives_per_rank}, "
+            f"collective instances: {self.collectives}, p2p messages: {self.p2p_messages}",
             "",
             f"{'rank':>4}  {'finish':>14}  {'compute':>14}  {'exposed comm':>14}  {'comm busy':>14}  {'nodes':>7}",
         ]
@@ -535,7 +538,8 @@ def simulate(
         for st in states
     ]
     step = max((r.finish_ns for r in results), default=0)
-    return SimReport(step, results, coll_count, p2p_count, records)
+    per_rank = max((sum(1 for n in nodes if n.type == COLL) for nodes in ranks), default=0)
+    return SimReport(step, results, coll_count, p2p_count, records, collectives_per_rank=per_rank)
 
 
 def simulate_graphs(rank_nodes: list, groups: dict, system, *, record: bool = False) -> SimReport:

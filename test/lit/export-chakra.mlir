@@ -8,7 +8,7 @@
 // MSG: chakra: wrote 4 ranks (28 nodes, 2 collectives per rank) to {{.*}}/
 // MSG-NEXT: simulate: step time {{.*}} over 4 ranks
 
-// CHECKER: ok: {{.*}}: 4 ranks, 28 nodes, 8 collective issues, 4 point-to-point messages
+// CHECKER: ok: {{.*}}: 4 ranks, 28 nodes, 2 collectives per rank, 8 collective issues, 4 point-to-point messages
 
 // DUMP: "version": "0.0.4"
 // DUMP: "name": "comp.1"

@@ -51,7 +51,8 @@ class CheckReport:
     prefix: str | None = None
     ranks: int = 0
     nodes: int = 0
-    collectives: int = 0
+    collectives: int = 0  # collective issues, summed over ranks
+    collectives_per_rank: int = 0  # collectives of the busiest rank (as export and simulate say)
     messages: int = 0
     violations: list[str] = dataclasses.field(default_factory=list)
 
@@ -178,6 +179,7 @@ def check_dir(directory: str) -> CheckReport:
     sends: dict[tuple, int] = {}
     recvs: dict[tuple, int] = {}
     parsed: list[list[pb.Node] | None] = []
+    per_rank_colls: dict[int, int] = {}
     for rank in range(num_ranks):
         fname = f"{prefix}.{rank}.et"
         path = os.path.join(directory, fname)
@@ -199,6 +201,7 @@ def check_dir(directory: str) -> CheckReport:
             n = by_id[nid]
             attrs = {a.name: a for a in n.attr}
             if n.type == pb.COMM_COLL_NODE:
+                per_rank_colls[rank] = per_rank_colls.get(rank, 0) + 1
                 ct = attr_int(attrs["comm_type"]) if "comm_type" in attrs else None
                 size = attr_int(attrs["comm_size"]) if "comm_size" in attrs else None
                 pg = str(attr_value(attrs["pg_name"]) or "") if "pg_name" in attrs else ""
@@ -255,6 +258,7 @@ def check_dir(directory: str) -> CheckReport:
     if len(report.violations) > MAX_REPORTED:
         extra = len(report.violations) - MAX_REPORTED
         report.violations = report.violations[:MAX_REPORTED] + [f"... and {extra} more violations"]
+    report.collectives_per_rank = max(per_rank_colls.values(), default=0)
     return report
 
 

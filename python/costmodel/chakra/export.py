@@ -993,6 +993,14 @@ def _check_prefix(prefix: str) -> None:
 # ---------------------------------------------------------------------------
 
 
+def busiest_rank_collectives(manifest: dict) -> int:
+    """Collectives of the busiest rank: the one count that the export message, `costmodel
+    simulate` and `costmodel chakra check` all report as "collectives per rank" (idle
+    ranks of a system larger than the program do not dilute it)."""
+    per_rank = manifest.get("per_rank") or []
+    return max((int((r.get("node_counts") or {}).get("COMM_COLL_NODE", 0)) for r in per_rank), default=0)
+
+
 def resolve_output_dir(options: dict, session) -> str:
     given = expand_path(options.get("chakra-dir") or "")
     cwd = getattr(session, "cwd", None) or os.getcwd()
@@ -1046,7 +1054,7 @@ def run_from_pass(module: ir.Operation, system, options: dict, session) -> Expor
     total_nodes = sum(counts.values())
     session.messages.append(
         f"chakra: wrote {result.num_ranks} ranks ({total_nodes} nodes, "
-        f"{counts.get('COMM_COLL_NODE', 0) // max(1, result.num_ranks)} collectives per rank) "
+        f"{busiest_rank_collectives(result.manifest)} collectives per rank) "
         f"to {_display(result.directory, cwd)}/"
     )
     for w in result.manifest["warnings"]:

@@ -90,7 +90,8 @@ def _check(args) -> int:
     if report.ok:
         sys.stdout.write(
             f"ok: {args.directory}: {report.ranks} ranks, {report.nodes} nodes, "
-            f"{report.collectives} collective issues, {report.messages} point-to-point messages\n"
+            f"{report.collectives_per_rank} collectives per rank, {report.collectives} collective issues, "
+            f"{report.messages} point-to-point messages\n"
         )
         return 0
     for v in report.violations:
