@@ -92,3 +92,23 @@ def test_async_start_with_inline_region_costs_its_body():
     (gather,) = a.ops("stablehlo.all_gather")
     assert a.cost(start) == a.cost(gather)  # the region's one op, counted once
     assert a.cost(start)["bytes_written"] == 16 * 4
+
+
+def test_unsupported_op_has_a_reason_and_no_cost_dict(annotate):
+    # issue 12 item 18: unknown = key absent + costmodel.unsupported with the reason
+    text = """
+func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.custom_call @my_kernel(%a) : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+"""
+    a = annotate(text)
+    (op,) = a.ops("stablehlo.custom_call")
+    assert "costmodel.cost" not in op.attributes
+    assert "no cost rule" in str(op.attributes["costmodel.unsupported"])
+    assert a.engine.unsupported_ops == {"stablehlo.custom_call": 1}
+
+
+def test_empty_module_warns(annotate):
+    a = annotate("module {\n}\n")
+    assert any("holds no function" in d.message for d in a.diagnostics)

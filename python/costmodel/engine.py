@@ -11,7 +11,7 @@ Conventions:
 - The module total is the sum of the public functions' costs (private functions count
   where they are called).
 - An op without a rule, or with dynamic shapes, gets `costmodel.unsupported = "why"`,
-  a `costmodel.cost` holding only the backend name, and a warning; it adds nothing to
+  no `costmodel.cost` (unknown is the key absent), and a warning; it adds nothing to
   the totals and is counted in `unsupported_count`.
 """
 
@@ -274,6 +274,8 @@ class CostEngine:
                     name = ir.StringAttr(op.attributes["sym_name"]).value
                     self._funcs[name] = op
                     funcs.append((name, op))
+            if not funcs:
+                self.diags.warning(module.location, "the module holds no function: nothing to cost")
             if self.fusion != "none" and _already_fused(funcs):
                 self.policy = "given"
             total = Totals()
@@ -515,7 +517,8 @@ class CostEngine:
     # -- one op ------------------------------------------------------------------
     def _mark_unsupported(self, op: ir.Operation, why: str) -> None:
         op.attributes[UNSUPPORTED_ATTR] = ir.StringAttr.get(why)
-        op.attributes[COST_ATTR] = ir.DictAttr.get({"backend": self._backend_attr})
+        if COST_ATTR in op.attributes:  # a stale cost of an earlier run: unknown now
+            del op.attributes[COST_ATTR]
         self.unsupported_ops[op.name] = self.unsupported_ops.get(op.name, 0) + 1
         self.diags.warning(op.location, f"'{op.name}' not costed: {why}; marked {UNSUPPORTED_ATTR}")
 
