@@ -402,3 +402,23 @@ module attributes {mhlo.num_replicas = 4 : i32, mhlo.num_partitions = 1 : i32} {
     assert "2 collectives per rank" in capsys.readouterr().out
     assert cli.main(["simulate", str(trace)]) == 0
     assert "collectives per rank: 2" in capsys.readouterr().out
+
+
+def test_huge_communicating_loop_fails_up_front(tmp_path, capsys):
+    """issue 12 item 13: a while with an all_reduce and 1e9 trips used to run for minutes;
+    now a one-line error in milliseconds naming chakra=false, which does work."""
+    import time
+
+    from costmodel import driver
+
+    src = os.path.join(DATA, "collectives", "loop_1e9_all_reduce.mlir")
+    t0 = time.perf_counter()
+    rc = driver.main([src, f"--extract-collectives=system=a100-40gb-x4 chakra-dir={tmp_path / 't'}", "-o", "/dev/null"])
+    elapsed_s = time.perf_counter() - t0
+    err = capsys.readouterr().err
+    assert rc == 1 and elapsed_s < 10
+    assert "runs 1,000,000,000 times with 1 communication op(s) per iteration" in err and "chakra=false" in err
+    assert not (tmp_path / "t").exists()
+    rc = driver.main([src, "--extract-collectives=system=a100-40gb-x4 chakra=false"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "collective_count = 1000000000 : i64" in out

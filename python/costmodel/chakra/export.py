@@ -213,8 +213,9 @@ class _Builder:
     def _new(self, kind: str, name: str, deps: set) -> TNode:
         if len(self.nodes) >= MAX_NODES_PER_RANK:
             raise InputError(
-                f"the Chakra graph would have more than {MAX_NODES_PER_RANK} nodes per rank "
-                "(loops with communication are unrolled); use granularity=region or a smaller trip count"
+                f"the Chakra graph would have more than {MAX_NODES_PER_RANK:,} nodes per rank (loops that "
+                "communicate are unrolled: Chakra has no loops); give chakra=false to keep the costs and "
+                "collective totals without a trace, or use a smaller trip count"
             )
         node = TNode(len(self.nodes), kind, name, deps)
         self.nodes.append(node)
@@ -429,6 +430,45 @@ class _Builder:
         for r in op.results:
             vals[r] = res
 
+    def _comm_per_run(self, op, stack=()) -> int:
+        """Communication ops one execution of `op` (a region op or a call) issues, nested
+        loops counted trip times: what unrolling it would add to the graph, at least."""
+        n = 0
+        key = CALL_OPS.get(op.name)
+        regions = list(op.regions)
+        if key is not None and key in op.attributes:
+            callee = ir.FlatSymbolRefAttr(op.attributes[key]).value
+            fn = self.funcs.get(callee)
+            if fn is None or callee in stack:
+                return 0
+            regions = list(fn.regions)
+            stack = stack + (callee,)
+        for region in regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    inner = inner.operation
+                    if inner.name in COMM_OP_KINDS:
+                        n += 1
+                    elif inner.name in CONTROL_OPS and self.has_comm(inner):
+                        times = 1
+                        if inner.name == "stablehlo.while":
+                            times = self.cost(inner)[3] or infer_trip_count(inner) or 1
+                        n += times * self._comm_per_run(inner, stack)
+        return n
+
+    def _check_unroll(self, op, trip: int) -> None:
+        """Fail in milliseconds, before unrolling, when a loop would blow the node limit."""
+        per_iteration = max(1, self._comm_per_run(op))
+        estimate = trip * per_iteration
+        if len(self.nodes) + estimate > MAX_NODES_PER_RANK:
+            where = format_location(op.location, "")
+            raise InputError(
+                f"{where + ': ' if where else ''}this stablehlo.while runs {trip:,} times with {per_iteration:,} "
+                f"communication op(s) per iteration: unrolled (Chakra has no loops) its graph would need at least "
+                f"{estimate:,} nodes per rank, over the limit of {MAX_NODES_PER_RANK:,}; give chakra=false to keep "
+                "the costs and collective totals without a trace, or export the program with a smaller trip count"
+            )
+
     def visit_control(self, op, name: str) -> None:
         vals = self.vals
         operand_deps = [vals.get(v, ()) for v in op.operands]
@@ -443,6 +483,7 @@ class _Builder:
                     "exporting one iteration",
                 )
                 trip = 1
+            self._check_unroll(op, trip)
             self.unrolled += 1
             cond, body = op.regions[0].blocks[0], op.regions[1].blocks[0]
             carried = operand_deps
