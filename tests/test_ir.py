@@ -165,3 +165,34 @@ def test_f64_attr_prints_decimal_and_keeps_value(value):
         text = str(attr)
         assert not text.startswith("0x"), text
         assert abs(ir.FloatAttr(attr).value - value) <= abs(value) * 1e-15
+
+
+def test_inline_calls_inlines_nested_calls_and_stops_on_recursion(ctx):
+    text = """
+func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = func.call @f(%a) : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = func.call @f(%0) : (tensor<4xf32>) -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+func.func private @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = func.call @g(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = stablehlo.exponential %0 : tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+func.func private @g(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.negate %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+func.func public @rec(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = func.call @rec(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+"""
+    module = cir.load_module(ctx, text, "<inline>")
+    with ctx:
+        assert cir.inline_calls(module, max_rounds=3) > 3
+        main = [op for op in cir.walk_ops(module) if op.name == "func.func"][0]
+        names = [op.name for op in cir.walk_ops(main)]
+        assert "func.call" not in names
+        assert names.count("stablehlo.negate") == 2 and names.count("stablehlo.exponential") == 2
+        assert module.verify()

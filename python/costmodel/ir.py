@@ -473,6 +473,37 @@ def attr_number(attr) -> int | float:
         return ir.FloatAttr(attr).value
 
 
+def inline_calls(module: ir.Operation, max_rounds: int = 64) -> int:
+    """Inline every `func.call` of a function with a one-block body, as XLA does before
+    it fuses (the MLIR `inline` pass does nothing here: jaxlib's bindings register no
+    inliner for func/StableHLO). Calls inside inlined bodies are inlined in the next
+    round; a recursive cycle stops after `max_rounds`. Needs the module's context
+    active. Returns the number of calls inlined."""
+    funcs = {}
+    for op in module.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name == "func.func" and len(op.regions[0].blocks) == 1:
+            funcs[ir.StringAttr(op.attributes["sym_name"]).value] = op
+    done = 0
+    for _ in range(max_rounds):
+        calls = [op for op in walk_ops(module) if op.name == "func.call"]
+        inlined = 0
+        for call in calls:
+            callee = funcs.get(ir.FlatSymbolRefAttr(call.attributes["callee"]).value)
+            if callee is None:
+                continue
+            with ir.InsertionPoint(call), call.location:
+                outs = _jax_mlir_ext.inlined_func_call(callee, list(call.operands), call.location)
+            for r, v in zip(call.results, outs):
+                r.replace_all_uses_with(v)
+            call.erase()
+            inlined += 1
+        done += inlined
+        if not inlined:
+            break
+    return done
+
+
 def walk_ops(op):
     """Every op nested in `op`'s regions, pre-order (not `op` itself)."""
     for region in op.regions:

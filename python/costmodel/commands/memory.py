@@ -1,0 +1,90 @@
+"""`costmodel memory FILE`: the per-device peak memory of a program (costmodel.memory)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from . import CommandError
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "memory",
+        help="per-device peak memory of a program: peak, what is live there, the largest temporaries",
+    )
+    p.add_argument("file", help="StableHLO module (text or bytecode; '-' for stdin), per device or sharded")
+    p.add_argument("--json", action="store_true", help="print the whole report as JSON")
+    p.add_argument("--function", help="entry function (default: main, else the public function with the highest peak)")
+    p.add_argument(
+        "--fusion",
+        default="auto",
+        help="which ops allocate: auto (the file's kernel annotation, else xla-gpu kernels), xla-gpu, xla-tpu, "
+        "none (every op's result is a buffer)",
+    )
+    p.add_argument(
+        "--schedule",
+        default="auto",
+        help="op order: auto (the lower of program order and a memory-minimizing list schedule), program, list",
+    )
+    p.add_argument("--top", type=int, default=10, metavar="N", help="show the N largest temporaries (default 10)")
+    p.set_defaults(func=_run)
+
+
+def _run(args) -> int:
+    from ..driver import read_input
+    from ..ir import DiagnosticEngine, InputError, ir, load_module, make_context
+    from ..memory import FUSION_CHOICES, SCHEDULE_CHOICES, peak_memory, render_report
+
+    if args.top < 1:
+        raise CommandError(f"--top must be at least 1, got {args.top}")
+    if args.fusion not in FUSION_CHOICES:
+        raise CommandError(f"--fusion must be one of {', '.join(FUSION_CHOICES)}, got '{args.fusion}'")
+    if args.schedule not in SCHEDULE_CHOICES:
+        raise CommandError(f"--schedule must be one of {', '.join(SCHEDULE_CHOICES)}, got '{args.schedule}'")
+    try:
+        data, source = read_input(args.file)
+    except InputError as err:
+        raise CommandError(str(err)) from None
+    ctx = make_context(allow_unregistered_dialects=True)
+    diags = DiagnosticEngine(source)
+    notes = []
+    with ctx:
+        try:
+            module = load_module(ctx, data, source)
+        except ir.MLIRError as err:
+            diags.add_mlir(err.error_diagnostics)
+            raise CommandError(diags.diagnostics[0].render() if diags.diagnostics else str(err)) from None
+        _partition_if_needed(module, diags, notes)
+        try:
+            report = peak_memory(module, function=args.function, fusion=args.fusion, schedule=args.schedule, top=args.top)
+        except InputError as err:
+            raise CommandError(str(err)) from None
+    for note in notes:
+        sys.stderr.write(f"note: {note}\n")
+    if args.json:
+        doc = {"file": source, **report.to_dict()}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return 0
+    sys.stdout.write(render_report(report, source) + "\n")
+    return 0
+
+
+def _partition_if_needed(module, diags, notes: list) -> None:
+    """A sharded module that is not partitioned yet: partition it (what predict does), so
+    that the analysis sees one device's program."""
+    from ..partitioning import find_unpartitioned_sharding
+
+    if find_unpartitioned_sharding(module) is None:
+        return
+    from ..passes import PassError, PassSession, get_pass, parse_options
+
+    prop = get_pass("propagate-shardings")
+    try:
+        prop.run(module, parse_options(prop, ""), PassSession(diagnostics=diags))
+    except PassError:
+        errors = [d for d in diags.diagnostics if d.severity == "error"]
+        raise CommandError(
+            "propagate-shardings: " + (errors[0].render() if errors else "failed on the sharded module")
+        ) from None
+    notes.append("the module was sharded but not partitioned: analysed after propagate-shardings (one device)")
