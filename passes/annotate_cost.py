@@ -33,6 +33,7 @@ def annotate_module(
     backend_options: dict | None = None,
     session: PassSession | None = None,
     formation_cache: dict | None = None,
+    inline: bool = False,
 ) -> CostEngine:
     """What the pass does, callable in-process (`costmodel kernels`, `predict`).
     Raises InputError for a bad hardware, backend or fusion name."""
@@ -48,6 +49,11 @@ def annotate_module(
         )
     if session is not None:
         warn_recosting(module, spec.name, session)
+    if inline:
+        from costmodel.ir import inline_calls
+
+        with module.context:
+            inline_calls(module)
     engine = CostEngine(
         impl, spec.name, diagnostics, backend_name=backend, fusion=policy, formation_cache=formation_cache
     )
@@ -64,6 +70,7 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
         fusion=options["fusion"],
         backend_options=options["extra"],
         session=session,
+        inline=options["inline"],
     )
 
 
@@ -85,6 +92,13 @@ INFO = register_pass(
                 "",
                 "kernel formation: xla-gpu, xla-tpu or none (every op its own kernel); default: the "
                 "compiler that targets the hardware (TPU: xla-tpu, cpu: none, GPUs: xla-gpu)",
+            ),
+            PassOption(
+                "inline",
+                bool,
+                False,
+                "inline every func.call first, as XLA does before it fuses (kernels then form across calls; "
+                "the output holds the inlined program)",
             ),
         ),
         run=run,

@@ -56,7 +56,9 @@ class Annotated:
         return out
 
 
-def run_annotate(text: str, hardware: str = "h100-sxm", fusion: str = "none", backend: str = "roofline") -> Annotated:
+def run_annotate(
+    text: str, hardware: str = "h100-sxm", fusion: str = "none", backend: str = "roofline", inline: bool = False
+) -> Annotated:
     from costmodel.backends import make_backend
     from costmodel.engine import CostEngine
     from costmodel.hardware import load_hardware
@@ -64,6 +66,11 @@ def run_annotate(text: str, hardware: str = "h100-sxm", fusion: str = "none", ba
 
     ctx = make_context()
     module = load_module(ctx, text, "<test>")
+    if inline:
+        from costmodel.ir import inline_calls
+
+        with ctx:
+            inline_calls(module)
     hw = load_hardware(hardware)
     diags = DiagnosticEngine("<test>")
     engine = CostEngine(make_backend(backend, hw, {}), hw.name, diags, backend_name=backend, fusion=fusion)

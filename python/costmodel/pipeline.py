@@ -112,9 +112,9 @@ def _predict_step(
                     prop.run(module, parse_options(prop, ""), session)
                 if inline:
                     # XLA inlines every call before it fuses; so do we, in our copy
-                    from .ir import passmanager
+                    from .ir import inline_calls
 
-                    passmanager.PassManager.parse("builtin.module(inline)").run(module)
+                    inline_calls(module)
                 annotate_module(module, diags, hardware=hw, backend=backend, fusion=fusion)
                 extract = get_pass("extract-collectives")
                 extract.run(module, parse_options(extract, f"system={system} chakra=false"), session)

@@ -261,9 +261,9 @@ def _predict(
                     kind = "sharded (partitioned once by propagate-shardings)"
                     prop = get_pass("propagate-shardings")
                     prop.run(module, parse_options(prop, ""), session)
-                from .ir import passmanager
+                from .ir import inline_calls
 
-                passmanager.PassManager.parse("builtin.module(inline)").run(module)
+                inline_calls(module)
             except PassError:
                 raise fail("propagate-shardings") from None
             except ir.MLIRError as err:

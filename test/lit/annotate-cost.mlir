@@ -12,7 +12,7 @@
 // RUN: not stablehlo-opt %s --annotate-cost="overhead_ns=-1" 2>&1 | FileCheck %s --check-prefix=NEG
 // NEG: stablehlo-opt: error: pass 'annotate-cost': option 'overhead_ns' expects a number >= 0, got '-1'
 // RUN: not stablehlo-opt %s --annotate-cost="hardwre=a100-40gb" 2>&1 | FileCheck %s --check-prefix=TYPO
-// TYPO: stablehlo-opt: error: pass 'annotate-cost' has no option 'hardwre'; did you mean 'hardware'? (options: backend, hardware, fusion)
+// TYPO: stablehlo-opt: error: pass 'annotate-cost' has no option 'hardwre'; did you mean 'hardware'? (options: backend, hardware, fusion, inline)
 // Re-costing after extract-collectives on other hardware would mix two machines: a warning.
 // RUN: stablehlo-opt %data/collectives/shard_map_collectives.mlir --extract-collectives="chakra=false" --annotate-cost="hardware=a100-40gb" -o /dev/null 2>&1 | FileCheck %s --check-prefix=RECOST
 // RECOST: warning: annotate-cost: costing for hardware 'a100-40gb' a module whose collectives extract-collectives timed for system 'dgx-h100' ('h100-sxm' devices)
