@@ -93,3 +93,18 @@ def test_env_variable_and_cli(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ASTRA_SIM", str(tmp_path / "missing"))
     assert main(["astra-sim", d]) == 1
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_cli_notes_what_astra_sim_does_not_see_of_a_calibration(tmp_path, monkeypatch, capsys):
+    from costmodel.cli import main
+
+    d = _trace_dir(tmp_path)
+    monkeypatch.setenv("ASTRA_SIM", _script(tmp_path, FINISH_ALL))
+    assert main(["astra-sim", d]) == 0
+    assert "calibrated" not in capsys.readouterr().out  # an uncalibrated system: no note
+    m = json.loads(open(os.path.join(d, "manifest.json")).read())
+    m["system"] = {"name": "dgx-h100", "calibration": {"collective_latency_ns": {"value": 11600, "source": "x"}}}
+    open(os.path.join(d, "manifest.json"), "w").write(json.dumps(m))
+    assert main(["astra-sim", d]) == 0
+    out = capsys.readouterr().out
+    assert "note: system 'dgx-h100' is calibrated" in out and "collective_latency_ns = 11600 ns" in out

@@ -422,3 +422,49 @@ def test_huge_communicating_loop_fails_up_front(tmp_path, capsys):
     rc = driver.main([src, "--extract-collectives=system=a100-40gb-x4 chakra=false"])
     out = capsys.readouterr().out
     assert rc == 0 and "collective_count = 1000000000 : i64" in out
+
+
+# ---------------------------------------------------------------------------
+# calibrated systems: the exporter and the built-in simulator price collectives through
+# the same function (commmodel.collective_time_ns), so they agree; ASTRA-sim sees only
+# the bandwidth part of the calibration (network.yml)
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", [OVERLAP, GROUPS], ids=["all_reduce", "groups_permute"])
+def test_calibrated_system_exporter_and_simulator_agree(annotate, tmp_path, text):
+    from costmodel.commmodel import collective_time_ns
+    from costmodel.systems import load_system, parse_system, to_network_yml
+
+    cal = load_system("a100-40gb-x4")
+    assert cal.calibrated and cal.collective_latency_ns == 11600
+    plain_json = cal.to_json()
+    plain_json.pop("calibration")
+    plain_file = tmp_path / "plain.json"
+    plain_file.write_text(json.dumps(plain_json))
+    plain = load_system(str(plain_file))
+    a = annotate(text, "a100-40gb")
+    res = {}
+    for label, system in (("cal", cal), ("plain", plain)):
+        r = export_module(a.module, system, str(tmp_path / label))
+        sim = simulate_dir(r.directory)  # the system comes back from the manifest (preset name / file path)
+        for rank in sim.ranks:
+            # the simulator's communication time per rank = what the exporter priced for that rank
+            assert rank.comm_busy_ns == pytest.approx(r.manifest["per_rank"][rank.rank]["comm_time_ns"], abs=1)
+        res[label] = (r, sim)
+    r, sim = res["cal"]
+    assert r.manifest["system"]["calibration"]["collective_latency_ns"]["value"] == 11600
+    assert "bandwidth_GBps x bus_efficiency" in r.manifest["system"]["calibration"]["astra_sim"]
+    assert "calibration" not in res["plain"][0].manifest["system"]
+    assert "bus_efficiency" not in res["plain"][0].manifest["system"]["dims"][0]
+    # network.yml of the calibrated trace: the achievable bandwidth
+    with open(os.path.join(r.directory, "network.yml")) as fh:
+        assert fh.read() == to_network_yml(cal)
+    assert sim.step_time_ns > res["plain"][1].step_time_ns
+    if text is OVERLAP:
+        nbytes = 512 * 512 * 4
+        t_cal = collective_time_ns(cal, "all_reduce", nbytes, range(4))[0]
+        t_plain = collective_time_ns(plain, "all_reduce", nbytes, range(4))[0]
+        assert sim.ranks[0].comm_busy_ns == pytest.approx(t_cal, abs=1)
+        assert res["plain"][1].ranks[0].comm_busy_ns == pytest.approx(t_plain, abs=1)
+        assert t_cal > t_plain + 11600  # the latency, and the bandwidth at 78% (less the fused reduction)

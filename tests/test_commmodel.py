@@ -1,17 +1,22 @@
 """Communication model: ASTRA-sim's measured example and hand-derived formulas."""
 
+import json
 import math
+import os
+from importlib.resources import files
 
 import pytest
 
 from costmodel.commmodel import CommModelError, collective_time_ns, plan_collective
-from costmodel.systems import load_system, parse_system
+from costmodel.systems import GIB_PER_GB, list_systems, load_system, parse_system
 
 GIB = 2**30 / 1e9  # 1 GiB/s in GB/s: ASTRA-sim's network.yml unit
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
 
-def system(dims, splits=4, chunks=1, delay=10, lmbw=1600, opt="localBWAware", impl="ring"):
-    return parse_system({
+def system(dims, splits=4, chunks=1, delay=10, lmbw=1600, opt="localBWAware", impl="ring", calibration=None,
+           dim_calibration=None):
+    data = {
         "name": "t", "description": "t", "hardware": "h100-sxm",
         "network": [{"topology": t, "npus_count": n, "bandwidth_GBps": bw * GIB, "latency_ns": lat}
                     for t, n, bw, lat in dims],
@@ -19,7 +24,21 @@ def system(dims, splits=4, chunks=1, delay=10, lmbw=1600, opt="localBWAware", im
         | {"all_to_all": ["ring"] * len(dims)},
         "astra_sim": {"preferred_dataset_splits": splits, "active_chunks_per_dimension": chunks,
                       "endpoint_delay_ns": delay, "local_mem_bw_GBps": lmbw, "collective_optimization": opt},
-    }, "test")
+    }
+    if calibration is not None:
+        data["calibration"] = calibration
+    for i, c in (dim_calibration or {}).items():
+        data["network"][i]["calibration"] = c
+    return parse_system(data, "test")
+
+
+def uncalibrated(name):
+    """A preset with its calibration blocks removed: ASTRA-sim's semantics, as before calibration."""
+    d = json.loads(files("costmodel").joinpath(f"data/systems/{name}.json").read_text())
+    d.pop("calibration", None)
+    for dim in d["network"]:
+        dim.pop("calibration", None)
+    return parse_system(d, name)
 
 
 def net(lat, nbytes, bw_gib, hops=1):
@@ -117,7 +136,7 @@ def test_group_placement():
 
 def test_flat_ring_group():
     # dgx-h100: group of 4 of the 8 GPUs runs as a communicator-group ring: 10 ns local injections
-    s = load_system("dgx-h100")
+    s = uncalibrated("dgx-h100")
     D = 4 << 20
     c = D // 4
     bw = 450 / GIB
@@ -127,7 +146,7 @@ def test_flat_ring_group():
 
 
 def test_p2p_and_errors():
-    s = load_system("dgx-h100-x4nodes")
+    s = uncalibrated("dgx-h100-x4nodes")
     t, algo = collective_time_ns(s, "send", 1 << 20, [0, 8])  # across nodes: dim 1, 2 hops
     assert algo == "p2p" and t == net(1000, 1 << 20, 50 / GIB, hops=2)
     t, _ = collective_time_ns(s, "collective_permute", 1 << 20, [0, 1])
@@ -183,3 +202,143 @@ def test_algorithm_not_implementing_a_kind_keeps_the_systems():
     assert collective_time_ns(s, "all_to_all", 1 << 20, range(8), algorithm="halving_doubling") == (
         collective_time_ns(s, "all_to_all", 1 << 20, range(8))
     )
+
+
+# -- calibration (docs/communication-model.md, "Calibration")
+
+L = 11600  # ns: NCCL base latency Ring/LL 6.6 us + XLA kNcclKernelLaunchOverhead 5 us
+
+
+def test_presets_without_calibration_are_bit_for_bit_unchanged():
+    # tests/data/uncalibrated_preset_times.json: every preset's times computed by the code
+    # before calibration existed; the presets minus their calibration blocks reproduce them exactly
+    pinned = json.load(open(os.path.join(DATA, "uncalibrated_preset_times.json")))
+    got = {}
+    for name in list_systems():
+        s = uncalibrated(name)
+        assert s.calibration is None and all(d.bus_efficiency is None for d in s.dims)
+        n = s.num_npus
+        half = list(range(0, n, 2))
+        for kind in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
+            for b in (1 << 20, 64 << 20):
+                got[f"{name} {kind} {b} all"] = collective_time_ns(s, kind, b, range(n))[0]
+            got[f"{name} {kind} {1 << 20} half"] = collective_time_ns(s, kind, 1 << 20, half)[0]
+        got[f"{name} collective_permute {1 << 20}"] = collective_time_ns(s, "collective_permute", 1 << 20, [0, n - 1])[0]
+        got[f"{name} collective_broadcast {1 << 20}"] = collective_time_ns(s, "collective_broadcast", 1 << 20, range(n))[0]
+    assert got == pinned
+    # the TPU presets have no calibration block: they are these same numbers
+    for name in ("tpu-v3-8", "tpu-v4-32", "tpu-v5p-64"):
+        assert load_system(name).calibration is None
+        assert collective_time_ns(load_system(name), "all_reduce", 1 << 20, range(load_system(name).num_npus))[0] == \
+            pinned[f"{name} all_reduce {1 << 20} all"]
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_calibrated_ring_formula(n):
+    bw, eff, lat = 100, 0.78, 700
+    s = system([("Ring", n, bw, lat)], splits=1, delay=20, lmbw=2000,
+               calibration={"bus_efficiency": eff, "collective_latency_ns": L})
+    D = 3 << 20
+    ar, algo = collective_time_ns(s, "all_reduce", D, range(n))
+    # per message at bw * eff; the reduction is not charged (the measured busbw includes it); + L once
+    assert algo == "ring"
+    assert ar == 2 * (n - 1) * net(lat, D // n, bw * eff) + (2 * n - 1) * 20 + L
+    rs, _ = collective_time_ns(s, "reduce_scatter", D, range(n))
+    assert rs == (n - 1) * net(lat, D // n, bw * eff) + n * 20 + L
+    ag, _ = collective_time_ns(s, "all_gather", D, range(n))
+    assert ag == (n - 1) * net(lat, D, bw * eff) + n * 20 + L
+
+
+def test_calibrated_all_reduce_is_the_busbw_formula():
+    # without per-hop latency and injection delays, the ring all-reduce is exactly the
+    # NCCL-style formula 2 (n-1)/n * bytes / (bw * eff) + latency (up to the floor per message)
+    n, bw_GBps, eff = 8, 450, 0.82
+    s = parse_system({
+        "name": "t", "description": "t", "hardware": "h100-sxm",
+        "network": [{"topology": "Switch", "npus_count": n, "bandwidth_GBps": bw_GBps, "latency_ns": 0}],
+        "astra_sim": {"endpoint_delay_ns": 0},
+        "calibration": {"bus_efficiency": eff, "collective_latency_ns": L},
+    }, "t")
+    bw_astra = round(bw_GBps * eff * GIB_PER_GB, 9) * 2**30 / 1e9  # bytes/ns, as network.yml holds it
+    for nbytes in (1 << 20, 64 << 20, 1 << 30):
+        t, _ = collective_time_ns(s, "all_reduce", nbytes, range(n))
+        formula = 2 * (n - 1) / n * nbytes / bw_astra + L
+        assert formula - 2 * (n - 1) * 4 <= t <= formula  # 4 chunks x 2(n-1) messages, each floored
+        # bw * eff in 1e9 B/s, the figure the preset's source quotes
+        assert t == pytest.approx(2 * (n - 1) / n * nbytes / (bw_GBps * eff) + L, rel=1e-6, abs=2 * (n - 1) * 4)
+
+
+def test_calibration_versus_what_astra_sim_computes():
+    # ASTRA-sim given our network.yml (bandwidth x eff) and system.json computes the
+    # uncalibrated model on that bandwidth; ours = that - local reductions + L, per op
+    cal = system([("Switch", 8, 450, 936.25)], lmbw=3350, calibration={"bus_efficiency": 0.82, "collective_latency_ns": L})
+    astra = system([("Switch", 8, 450 * 0.82, 936.25)], lmbw=3350)
+    D = 64 << 20
+    for kind in ("all_gather", "all_to_all", "collective_permute", "collective_broadcast"):
+        group = [0, 5] if kind == "collective_permute" else range(8)
+        assert collective_time_ns(cal, kind, D, group)[0] == collective_time_ns(astra, kind, D, group)[0] + L
+    chunk = D // 4
+    reductions = 4 * 7 * red(chunk // 8, 3350)  # 4 chunks, n-1 reduced messages each
+    assert collective_time_ns(cal, "all_reduce", D, range(8))[0] == \
+        collective_time_ns(astra, "all_reduce", D, range(8))[0] - reductions + L
+    # nothing is added to an op that moves nothing
+    assert collective_time_ns(cal, "all_reduce", 0, range(8)) == (0.0, "none")
+    assert collective_time_ns(cal, "all_reduce", 1 << 20, [3]) == (0.0, "none")
+
+
+def test_calibrated_presets_reach_their_measured_busbw():
+    # the calibration reproduces the measurement it comes from: a large all-reduce's busbw
+    # (2 (n-1)/n * bytes / time) is within a few % below bus_efficiency x link bandwidth
+    for name, measured in (("dgx-a100", 234.89), ("dgx-h100", 370), ("dgx-b200", 682.2)):
+        s = load_system(name)
+        n, nbytes = s.num_npus, 4 << 30
+        t, _ = collective_time_ns(s, "all_reduce", nbytes, range(n))
+        busbw = 2 * (n - 1) / n * nbytes / t  # bytes/ns = GB/s
+        target = s.dims[0].bandwidth_GBps * s.dims[0].bus_efficiency
+        assert 0.95 * target < busbw < target
+        assert abs(busbw / measured - 1) < 0.06
+
+
+def test_calibrated_presets_add_the_latency_once_per_op():
+    s, u = load_system("dgx-h100"), uncalibrated("dgx-h100")
+    assert s.collective_latency_ns == L and s.dims[0].bus_efficiency == 0.82
+    mi = load_system("mi300x-x8")
+    assert mi.collective_latency_ns == 17000  # RCCL base latency 12 us + XLA's 5 us
+    # a tiny all-gather: bandwidth negligible, so calibrated - uncalibrated ~ L
+    tc, _ = collective_time_ns(s, "all_gather", 8, range(8))
+    tu, _ = collective_time_ns(u, "all_gather", 8, range(8))
+    assert tc - tu == L
+    # a send: one message at the calibrated bandwidth + L
+    t, algo = collective_time_ns(s, "send", 1 << 20, [0, 1])
+    assert algo == "p2p" and t == net(936.25, 1 << 20, 450 * 0.82 / GIB, hops=2) + L
+
+
+def test_per_dimension_calibration_on_the_multi_node_system():
+    s = load_system("dgx-h100-x4nodes")
+    assert s.dims[0].bus_efficiency == 0.82 and s.dims[1].bus_efficiency is None  # InfiniBand: datasheet
+    assert s.collective_latency_ns == L
+    # across nodes: InfiniBand at its datasheet 50 GB/s; inside a node: NVLink at 450 x 0.82
+    t, _ = collective_time_ns(s, "send", 1 << 20, [0, 8])
+    assert t == net(1000, 1 << 20, 50 / GIB, hops=2) + L
+    t, _ = collective_time_ns(s, "collective_permute", 1 << 20, [0, 1])
+    assert t == net(936.25, 1 << 20, 450 * 0.82 / GIB, hops=2) + L
+    # a flat ring crossing the uncalibrated dimension keeps ASTRA-sim's local reduction
+    D = 4 << 20
+    group = [0, 8, 16, 24, 1]  # not a fibre: a flat ring over both dimensions
+    t, algo = collective_time_ns(s, "all_reduce", D, group)
+    u, _ = collective_time_ns(uncalibrated("dgx-h100-x4nodes"), "all_reduce", D, group)
+    assert algo == "flat-ring" and t > u  # slower links inside the node, the reduction still charged, + L
+
+
+def test_system_level_efficiency_and_dimension_override():
+    dims = [("Ring", 2, 100, 500), ("Ring", 4, 10, 500)]
+    s = system(dims, splits=1, calibration={"bus_efficiency": 0.5}, dim_calibration={1: {"bus_efficiency": 0.9}})
+    assert [d.bus_efficiency for d in s.dims] == [0.5, 0.9] and s.collective_latency_ns == 0
+    D = 1 << 20
+    expect = 3 * net(500, D, 10 * 0.9) + 4 * 10 + 1 * net(500, 4 * D, 100 * 0.5) + 2 * 10
+    assert collective_time_ns(s, "all_gather", D, range(8))[0] == expect
+    # a latency-only block changes nothing but the latency
+    only = system(dims, splits=1, calibration={"collective_latency_ns": 250})
+    plain = system(dims, splits=1)
+    for kind in ("all_reduce", "all_gather"):
+        assert collective_time_ns(only, kind, D, range(8))[0] == collective_time_ns(plain, kind, D, range(8))[0] + 250

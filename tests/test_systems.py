@@ -86,8 +86,18 @@ def test_astra_sim_files():
     yml = to_network_yml(s)
     assert "topology: [ Switch, Switch ]" in yml
     assert "npus_count: [ 8, 4 ]" in yml
-    assert f"bandwidth: [ {round(450 * GIB_PER_GB, 9)!r}, {round(50 * GIB_PER_GB, 9)!r} ]" in yml
+    # calibrated: the NVLink dimension's achievable bandwidth (x 0.82); InfiniBand at its datasheet figure
+    assert f"bandwidth: [ {round(450 * 0.82 * GIB_PER_GB, 9)!r}, {round(50 * GIB_PER_GB, 9)!r} ]" in yml
     assert "latency: [ 936.25, 1000.0 ]" in yml
+    assert "# calibrated: bandwidth also x bus_efficiency [ 0.82, - ]" in yml
+    assert "collective_latency_ns = 11600 once per communication op" in yml
+    # without the calibration blocks, exactly the datasheet figures and no calibration comment
+    d = s.to_json()
+    d.pop("calibration")
+    d["network"][0].pop("calibration")
+    plain = to_network_yml(parse_system(d, "plain.json"))
+    assert f"bandwidth: [ {round(450 * GIB_PER_GB, 9)!r}, {round(50 * GIB_PER_GB, 9)!r} ]" in plain
+    assert "calibrat" not in plain
     sj = to_system_json(s)
     for key in ("scheduling-policy", "collective-optimization", "endpoint-delay", "active-chunks-per-dimension",
                 "preferred-dataset-splits", "local-mem-bw", "peak-perf", "roofline-enabled",
@@ -156,3 +166,123 @@ def test_json_nan_in_a_system_file(tmp_path):
     with pytest.raises(SpecError) as err:
         load_system(str(p))
     assert str(err.value) == f"{p}: 'network[0].latency_ns' must be a finite number, got NaN"
+
+
+# -- calibration: achievable bus bandwidth and per-op latency (docs/communication-model.md)
+
+GPU_PRESETS = ["a100-40gb-x4", "a100-80gb-x4", "dgx-a100", "h100-sxm-x4", "dgx-h100", "dgx-h100-x4nodes",
+               "h200-x4", "b200-x4", "dgx-b200", "mi300x-x8"]
+EFFICIENCY = {"a100-40gb-x4": 0.78, "a100-80gb-x4": 0.78, "dgx-a100": 0.78, "h100-sxm-x4": 0.82, "dgx-h100": 0.82,
+              "dgx-h100-x4nodes": 0.82, "h200-x4": 0.81, "b200-x4": 0.75, "dgx-b200": 0.76, "mi300x-x8": 0.70}
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_calibration_of_the_presets(name):
+    s = load_system(name)
+    if name.startswith("tpu"):  # no measured ICI efficiency for these TPU generations: uncalibrated
+        assert s.calibration is None and all(d.bus_efficiency is None for d in s.dims)
+        assert "calibration" not in s.to_json()
+        return
+    assert s.calibration is not None
+    assert s.dims[0].bus_efficiency == EFFICIENCY[name]
+    assert s.collective_latency_ns == (17000 if name == "mi300x-x8" else 11600)
+    # every calibration value carries its source, which quotes the measurement
+    eff_key = "network[0].calibration.bus_efficiency" if name == "dgx-h100-x4nodes" else "calibration.bus_efficiency"
+    assert f"{EFFICIENCY[name]:.2f} = " in s.sources[eff_key]
+    assert "GB/s" in s.sources[eff_key]
+    lat = s.sources["calibration.collective_latency_ns"]
+    assert "kNcclKernelLaunchOverhead = 5 us" in lat and "tuning.cc" in lat
+    if name == "dgx-h100-x4nodes":
+        assert s.dims[1].bus_efficiency is None  # InfiniBand: no measured busbw source, datasheet bandwidth
+
+
+def test_calibration_round_trips_through_to_json():
+    for name in GPU_PRESETS:
+        s = load_system(name)
+        again = parse_system(json.loads(json.dumps(s.to_json())), "again.json")
+        assert again == s and again.calibration == s.calibration
+        assert again.sources == s.sources
+
+
+def test_system_show_prints_the_calibration_sources(capsys):
+    from costmodel.cli import main
+
+    assert main(["systems", "show", "dgx-a100"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    cal = data["calibration"]
+    assert cal["bus_efficiency"]["value"] == 0.78
+    assert "234.89 GB/s" in cal["bus_efficiency"]["source"] and "ml-engineering" in cal["bus_efficiency"]["source"]
+    assert cal["collective_latency_ns"]["value"] == 11600
+    assert "6.6 us" in cal["collective_latency_ns"]["source"]
+    assert main(["systems", "show", "dgx-h100-x4nodes"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert "scaling-book" in data["network"][0]["calibration"]["bus_efficiency"]["source"]
+    assert "calibration" not in data["network"][1] and "bus_efficiency" not in data["calibration"]
+
+
+def _calibrated(**cal):
+    d = _base()
+    d["calibration"] = cal
+    return d
+
+
+@pytest.mark.parametrize("mutate, expected", [
+    (lambda d: d.update(calibration={"bus_efficiency": 78}),
+     "my.json: 'calibration.bus_efficiency' is a fraction (<= 1) of the link bandwidth, got 78 (e.g. 0.78 for 78%)"),
+    (lambda d: d.update(calibration={"bus_efficiency": 1.5}),
+     "my.json: 'calibration.bus_efficiency' is a fraction (<= 1) of the link bandwidth, got 1.5"),
+    (lambda d: d.update(calibration={"bus_efficiency": 0}),
+     "my.json: 'calibration.bus_efficiency' must be positive, got 0"),
+    (lambda d: d.update(calibration={"bus_efficiency": 1e-300}),
+     "my.json: 'calibration.bus_efficiency' = 1e-300 is outside the plausible range 0.01 .. 1"),
+    (lambda d: d.update(calibration={"bus_efficiency": float("nan")}),
+     "my.json: 'calibration.bus_efficiency' must be a finite number, got NaN"),
+    (lambda d: d.update(calibration={"bus_efficiency": {"value": float("inf"), "source": "x"}}),
+     "my.json: 'calibration.bus_efficiency' must be a finite number, got Infinity"),
+    (lambda d: d.update(calibration={"bus_efficiency": "0.8"}),
+     "my.json: 'calibration.bus_efficiency' must be a number, got \"0.8\""),
+    (lambda d: d.update(calibration={"bus_efficiency": {"value": 0.8, "source": ""}}),
+     "my.json: 'calibration.bus_efficiency.source' must be a non-empty string"),
+    (lambda d: d.update(calibration={"bus_efficiency": {"value": 0.8, "src": "x"}}),
+     "my.json: unknown key 'calibration.bus_efficiency.src'"),
+    (lambda d: d.update(calibration={"collective_latency_ns": -1}),
+     "my.json: 'calibration.collective_latency_ns' must be >= 0, got -1"),
+    (lambda d: d.update(calibration={"collective_latency_ns": float("inf")}),
+     "my.json: 'calibration.collective_latency_ns' must be a finite number, got Infinity"),
+    (lambda d: d.update(calibration={"collective_latency_ns": 1e12}),
+     "my.json: 'calibration.collective_latency_ns' = 1000000000000.0 is outside the plausible range 0 .. 1e+10 ns"),
+    (lambda d: d.update(calibration={"collective_latency_us": 11.6}),
+     "my.json: unknown key 'calibration.collective_latency_us' (did you mean 'collective_latency_ns'? "
+     "the unit is part of the key: ns)"),
+    (lambda d: d.update(calibration={"efficiency": 0.8}),
+     "my.json: unknown key 'calibration.efficiency' (known: bus_efficiency, collective_latency_ns)"),
+    (lambda d: d.update(calibration=[0.8]),
+     "my.json: 'calibration' must be an object"),
+    (lambda d: d["network"][0].update(calibration={"collective_latency_ns": 100}),
+     "my.json: unknown key 'network[0].calibration.collective_latency_ns' (collective_latency_ns is per system: "
+     "put it in the top-level 'calibration')"),
+    (lambda d: d["network"][0].update(calibration={"bus_efficiency": 2}),
+     "my.json: 'network[0].calibration.bus_efficiency' is a fraction (<= 1) of the link bandwidth, got 2"),
+    (lambda d: d["network"][0].update(calibration={"busbw": 2}),
+     "my.json: unknown key 'network[0].calibration.busbw' (known: bus_efficiency)"),
+    (lambda d: d["network"][0].update(calibration=0.8),
+     "my.json: 'network[0].calibration' must be an object"),
+])
+def test_calibration_validation(mutate, expected):
+    d = _base()
+    mutate(d)
+    with pytest.raises(SpecError) as err:
+        parse_system(d, "my.json")
+    assert str(err.value).startswith(expected), str(err.value)
+
+
+def test_calibration_values_accepted():
+    s = parse_system(_calibrated(bus_efficiency=1, collective_latency_ns=0), "my.json")
+    assert s.dims[0].bus_efficiency == 1.0 and s.collective_latency_ns == 0 and s.calibrated
+    s = parse_system(_calibrated(bus_efficiency={"value": 0.01, "source": "lowest"}), "my.json")
+    assert s.dims[0].bus_efficiency == 0.01 and s.sources["calibration.bus_efficiency"] == "lowest"
+    # empty blocks calibrate nothing: the system is the uncalibrated one
+    d = _calibrated()
+    d["network"][0]["calibration"] = {}
+    s = parse_system(d, "my.json")
+    assert not s.calibrated and s == parse_system(_base(), "my.json") and "calibration" not in s.to_json()

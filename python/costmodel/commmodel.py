@@ -30,6 +30,14 @@ of ranks on a `SystemSpec`:
 Point-to-point kinds (send, recv, collective_permute) take one network message (ASTRA-sim's
 COMM_SEND/COMM_RECV), collective_broadcast a binomial tree of messages (ASTRA-sim replays
 broadcasts from the node duration, so there is nothing to match).
+
+Calibration (a system spec's `calibration` block, docs/communication-model.md): every
+message on a calibrated dimension runs at the achievable bandwidth `bandwidth *
+bus_efficiency` (the value network.yml holds, so ASTRA-sim sees it too) and its local
+reduction is not charged (the measured busbw includes it: NCCL reduces inside the copy
+kernel); a communication op that moves data costs `collective_latency_ns` more, once (NCCL
+base latency + XLA's NCCL kernel launch overhead; ASTRA-sim has no such term). Without the
+block nothing changes and the times are bit-for-bit ASTRA-sim's.
 """
 
 from __future__ import annotations
@@ -103,7 +111,8 @@ def _bw_Bpns(dim: NetworkDim) -> float:
 
 
 def message_time_ns(dim: NetworkDim, hops: int, nbytes: int) -> int:
-    """One message in the congestion-unaware network: floor(hops * latency + bytes / bandwidth)."""
+    """One message in the congestion-unaware network: floor(hops * latency + bytes / bandwidth),
+    bandwidth the dimension's achievable one (`bandwidth_GBps * bus_efficiency`, as network.yml)."""
     if nbytes <= 0 and hops <= 0:
         return 0
     return int(hops * dim.latency_ns + nbytes / _bw_Bpns(dim))
@@ -118,8 +127,15 @@ def _link(system: SystemSpec, src: int, dst: int) -> tuple[NetworkDim, int]:
     raise CommModelError(f"ranks {src} and {dst} are the same device")
 
 
-def _reduction_ns(system: SystemSpec, msg: int) -> int:
-    """PacketBundle::call: write + read + read of the message at local-mem-bw."""
+def _reduction_ns(system: SystemSpec, msg: int, dim: NetworkDim | None = None) -> int:
+    """PacketBundle::call: write + read + read of the message at local-mem-bw.
+
+    0 on a calibrated dimension: its bus_efficiency comes from a measured busbw, which
+    already includes the reduction (NCCL reduces inside the copy kernel, overlapped with
+    the link transfers), so charging ASTRA-sim's serialized local reduction too would count
+    it twice."""
+    if dim is not None and dim.calibrated:
+        return 0
     bw = system.astra_sim.local_mem_bw_GBps * 1e9
     return 3 * int(msg / bw * 1e9)
 
@@ -213,7 +229,7 @@ def phase_time_ns(
         sends, reduced, msg, after = _ring_counts(kind, n, data)
         hop = dim.hops(0, 1)
         t = sends * message_time_ns(dim, hop, msg) + (sends + 1) * injection_ns
-        t += reduced * _reduction_ns(system, msg)
+        t += reduced * _reduction_ns(system, msg, dim)
         return float(t), after
     if base in ("direct", "oneDirect"):
         # AllToAll.cc: n-1 peers, `window` messages in flight (default n-1), no congestion:
@@ -227,7 +243,7 @@ def phase_time_ns(
             msg = data // n
             after = data // n if kind == "reduce_scatter" else data
         step = message_time_ns(dim, far, msg) + injection_ns
-        red = _reduction_ns(system, msg)
+        red = _reduction_ns(system, msg, dim)
         if kind == "all_reduce":
             t = rounds * (step + red) + rounds * step + injection_ns
         elif kind == "reduce_scatter":
@@ -242,7 +258,7 @@ def phase_time_ns(
             for k in range(1, steps + 1):
                 msg = data >> k
                 t += injection_ns + message_time_ns(dim, dim.hops(0, (1 << (k - 1)) % n or 1), msg)
-                t += _reduction_ns(system, msg)
+                t += _reduction_ns(system, msg, dim)
         if kind in ("all_gather", "all_reduce"):
             shard = data // n if kind == "all_reduce" else data
             for k in range(steps):
@@ -258,7 +274,7 @@ def phase_time_ns(
         msg = data // 2
         hop = dim.hops(0, 1)
         step = message_time_ns(dim, hop, msg) + injection_ns
-        t = depth * (step + _reduction_ns(system, msg)) + depth * step + injection_ns
+        t = depth * (step + _reduction_ns(system, msg, dim)) + depth * step + injection_ns
         return float(t), data
     raise CommModelError(f"unknown collective implementation '{impl}'")
 
@@ -390,9 +406,13 @@ def _flat_ring_ns(system: SystemSpec, kind: str, size: int, group: tuple[int, ..
         t, _ = phase_time_ns(system, kind, impl, dim, n, chunk, LOCAL_INJECTION_NS)
     else:
         sends, reduced, msg, _ = _ring_counts(kind, n, chunk)
-        nets = [message_time_ns(*_link(system, group[i - 1], group[i]), msg) for i in range(n)]
-        # rank i receives from i-1; its finish = the S links ending at it
-        fixed = (sends + 1) * LOCAL_INJECTION_NS + reduced * _reduction_ns(system, msg)
+        links = [_link(system, group[i - 1], group[i]) for i in range(n)]
+        nets = [message_time_ns(dim, hops, msg) for dim, hops in links]
+        # rank i receives from i-1; its finish = the S links ending at it. The reduction is
+        # fused into the transfers (not charged) only when every link of the ring is calibrated.
+        fused = all(dim.calibrated for dim, _ in links)
+        red = 0 if fused else _reduction_ns(system, msg)
+        fixed = (sends + 1) * LOCAL_INJECTION_NS + reduced * red
         worst = 0
         for i in range(n):
             worst = max(worst, sum(nets[(i - k) % n] for k in range(sends)))
@@ -404,6 +424,13 @@ def _flat_ring_ns(system: SystemSpec, kind: str, size: int, group: tuple[int, ..
 def collective_time_ns(system: SystemSpec, kind: str, comm_bytes: int, group, algorithm: str | None = None):
     """Time of one collective, and the algorithm used.
 
+    With a calibrated system (`system.calibration`) the bandwidth terms use each calibrated
+    dimension's `bandwidth_GBps * bus_efficiency`, without a separate local reduction, and
+    an op that moves data (not "none") costs `system.collective_latency_ns` more, once: a
+    ring all-reduce of D bytes over n ranks of one dimension is about
+    2 (n-1)/n D / (bw * eff) + collective_latency_ns.
+    Uncalibrated systems are priced exactly as ASTRA-sim's analytical network.
+
     `comm_bytes` has ASTRA-sim's comm_size meaning (all_reduce: per-rank buffer;
     all_gather: per-rank input shard; reduce_scatter: per-rank input buffer; all_to_all:
     per-rank buffer; permute/send/recv/broadcast: the message). `group` lists the global
@@ -411,6 +438,14 @@ def collective_time_ns(system: SystemSpec, kind: str, comm_bytes: int, group, al
     `algorithm` (a name of ALGORITHM_NAMES: `ring`, `tree`, `direct`, `halving_doubling` or an
     ASTRA-sim implementation) overrides the system's implementation on every dimension it
     uses, for the kinds it implements (`implements`); other kinds keep the system's."""
+    t, algo = _network_time_ns(system, kind, comm_bytes, group, algorithm)
+    if algo != "none" and system.calibration is not None:
+        t = t + system.calibration.collective_latency_ns
+    return t, algo
+
+
+def _network_time_ns(system: SystemSpec, kind: str, comm_bytes: int, group, algorithm: str | None):
+    """collective_time_ns without the calibration's per-op latency (ASTRA-sim's time)."""
     if kind not in KINDS:
         raise CommModelError(f"unknown collective kind '{kind}' (kinds: {', '.join(KINDS)})")
     comm_bytes = int(comm_bytes)

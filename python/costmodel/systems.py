@@ -26,7 +26,21 @@ takes GiB/s = 2^30 bytes/s: `to_network_yml` converts). `collectives` and `astra
 are optional; their defaults are `DEFAULT_COLLECTIVES` (ring everywhere) and
 `DEFAULT_ASTRA_SIM` (ASTRA-sim's examples/system/native_collectives/Ring_4chunks.json);
 `local_mem_bw_GBps` and `peak_perf_TFLOPS` default to the hardware preset's memory
-bandwidth and bf16 matrix peak. Validation is exact: unknown or missing keys, wrong units,
+bandwidth and bf16 matrix peak.
+
+An optional `calibration` block (top level, and/or per network dimension) says what the
+network measurably achieves, every value a published measurement with its source and never
+fitted to a step time (docs/communication-model.md, "Calibration"):
+
+    "calibration": {"bus_efficiency": {"value": 0.82, "source": "..."},
+                    "collective_latency_ns": {"value": 11600, "source": "..."}}
+
+`bus_efficiency` (0.01 .. 1) is the fraction of `bandwidth_GBps` a collective reaches
+(nccl-tests busbw / link bandwidth); a dimension's own value wins over the system's, and a
+dimension with neither keeps its datasheet bandwidth. `collective_latency_ns` (system level
+only) is a fixed time added once to every communication op (NCCL base latency + XLA's NCCL
+kernel launch overhead). A system without the block is priced exactly as before.
+Validation is exact: unknown or missing keys, wrong units,
 bad enum values, non-positive or non-finite numbers, numbers outside a plausible range
 (bandwidths 1e-3 .. 1e7 GB/s, peaks 1e-6 .. 1e6 TFLOP/s, latencies 0 .. 1e10 ns, chunk
 knobs 1 .. 1024) and `npus_count <= 1` are errors naming the file, the key and the value;
@@ -36,7 +50,7 @@ a network of more than 1,048,576 NPUs (per dimension or in all) is refused.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .hardware import (
     BANDWIDTH_RANGE_GBps,
@@ -64,6 +78,9 @@ __all__ = [
     "IMPLEMENTATIONS",
     "COLLECTIVE_TYPES",
     "GIB_PER_GB",
+    "Calibration",
+    "CALIBRATION_KEYS",
+    "astra_bandwidth",
 ]
 
 TOPOLOGIES = ("Ring", "FullyConnected", "Switch")
@@ -106,8 +123,17 @@ DEFAULT_ASTRA_SIM = {
 DEFAULT_ASTRA_SIM_SOURCE = "ASTRA-sim examples/system/native_collectives/Ring_4chunks.json (default)"
 
 _TOP_REQUIRED = {"name", "description", "hardware", "network"}
-_TOP_OPTIONAL = {"collectives", "astra_sim"}
+_TOP_OPTIONAL = {"collectives", "astra_sim", "calibration"}
 _DIM_KEYS = {"topology", "npus_count", "bandwidth_GBps", "latency_ns"}
+_DIM_OPTIONAL = {"calibration"}
+
+# The calibration block (docs/communication-model.md, "Calibration"): key -> meaning.
+CALIBRATION_KEYS = {
+    "bus_efficiency": "fraction of the link bandwidth a collective achieves (measured busbw / bandwidth_GBps)",
+    "collective_latency_ns": "fixed time per communication op (NCCL base latency + XLA's NCCL kernel launch overhead)",
+}
+_DIM_CALIBRATION_KEYS = {"bus_efficiency"}
+BUS_EFFICIENCY_RANGE = (0.01, 1.0)
 _ASTRA_KEYS = {
     "scheduling_policy",
     "collective_optimization",
@@ -121,12 +147,22 @@ _ASTRA_KEYS = {
 
 @dataclass(frozen=True)
 class NetworkDim:
-    """One network dimension as in ASTRA-sim's network.yml (bandwidth in 1e9 B/s per link and direction)."""
+    """One network dimension as in ASTRA-sim's network.yml (bandwidth in 1e9 B/s per link and direction).
+
+    `bus_efficiency` is the calibrated fraction of `bandwidth_GBps` collectives achieve on
+    this dimension (its own calibration value, else the system's; None: uncalibrated, the
+    datasheet bandwidth and ASTRA-sim's semantics); the model and network.yml use
+    `bandwidth_GBps * bus_efficiency` (`astra_bandwidth`)."""
 
     topology: str
     npus_count: int
     bandwidth_GBps: float
     latency_ns: float
+    bus_efficiency: float | None = None
+
+    @property
+    def calibrated(self) -> bool:
+        return self.bus_efficiency is not None
 
     def hops(self, src: int, dst: int) -> int:
         """Hops between local coordinates, as ASTRA-sim's congestion-unaware topologies count them."""
@@ -154,6 +190,21 @@ class AstraSimConfig:
 
 
 @dataclass(frozen=True)
+class Calibration:
+    """The calibration blocks of a system spec, as given.
+
+    `bus_efficiency`: the system-wide value (None: not given); `dim_bus_efficiency`: the
+    value each dimension gives itself (None: not given); `collective_latency_ns`: added once
+    to every communication op (0 when not given). The effective per-dimension efficiency is
+    `NetworkDim.bus_efficiency`."""
+
+    collective_latency_ns: float = 0.0
+    bus_efficiency: float | None = None
+    dim_bus_efficiency: tuple[float | None, ...] = ()
+    has_latency: bool = False  # collective_latency_ns was given (even as 0)
+
+
+@dataclass(frozen=True)
 class SystemSpec:
     name: str
     description: str
@@ -165,10 +216,45 @@ class SystemSpec:
     astra_sim: AstraSimConfig | None = None
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     path: str | None = field(default=None, compare=False)
+    # None: no calibration block anywhere (priced exactly as an uncalibrated ASTRA-sim network)
+    calibration: Calibration | None = None
 
     @property
     def num_npus(self) -> int:
         return math.prod(d.npus_count for d in self.dims)
+
+    @property
+    def calibrated(self) -> bool:
+        return self.calibration is not None
+
+    @property
+    def collective_latency_ns(self) -> float:
+        """The fixed per-op latency of the calibration (0.0 without one)."""
+        return self.calibration.collective_latency_ns if self.calibration is not None else 0.0
+
+    def calibration_json(self) -> dict:
+        """The calibration as the spec file writes it ({} without one), values with their sources:
+        {"calibration": {...}, "network": [{...} or None per dimension]}."""
+        c = self.calibration
+        if c is None:
+            return {}
+
+        def val(key: str, v: float):
+            src = self.sources.get(key)
+            if isinstance(v, float) and v.is_integer():
+                v = int(v)
+            return {"value": v, "source": src} if src else v
+
+        top = {}
+        if c.bus_efficiency is not None:
+            top["bus_efficiency"] = val("calibration.bus_efficiency", c.bus_efficiency)
+        if c.has_latency:
+            top["collective_latency_ns"] = val("calibration.collective_latency_ns", c.collective_latency_ns)
+        dims = []
+        for i, e in enumerate(c.dim_bus_efficiency):
+            key = f"network[{i}].calibration.bus_efficiency"
+            dims.append(None if e is None else {"bus_efficiency": val(key, e)})
+        return {"calibration": top, "network": dims}
 
     def coords(self, rank: int) -> tuple[int, ...]:
         """Rank -> per-dimension coordinate, dimension 0 fastest (ASTRA-sim's translate_address)."""
@@ -195,19 +281,21 @@ class SystemSpec:
                 v = int(v)
             return {"value": v, "source": src} if src else v
 
+        cal = self.calibration_json()
         net = []
         for i, d in enumerate(self.dims):
-            net.append(
-                {
-                    "topology": d.topology,
-                    "npus_count": val(f"network[{i}].npus_count", d.npus_count),
-                    "bandwidth_GBps": val(f"network[{i}].bandwidth_GBps", d.bandwidth_GBps),
-                    "latency_ns": val(f"network[{i}].latency_ns", d.latency_ns),
-                }
-            )
+            entry = {
+                "topology": d.topology,
+                "npus_count": val(f"network[{i}].npus_count", d.npus_count),
+                "bandwidth_GBps": val(f"network[{i}].bandwidth_GBps", d.bandwidth_GBps),
+                "latency_ns": val(f"network[{i}].latency_ns", d.latency_ns),
+            }
+            if cal and cal["network"][i] is not None:
+                entry["calibration"] = cal["network"][i]
+            net.append(entry)
         a = self.astra_sim
         astra = {k: val(f"astra_sim.{k}", getattr(a, k)) for k in sorted(_ASTRA_KEYS)}
-        return {
+        out = {
             "name": self.name,
             "description": self.description,
             "hardware": self.hardware,
@@ -215,6 +303,9 @@ class SystemSpec:
             "collectives": {k: list(v) for k, v in self.collectives.items()},
             "astra_sim": astra,
         }
+        if cal and cal["calibration"]:
+            out["calibration"] = cal["calibration"]
+        return out
 
 
 def _check_keys(where: str, prefix: str, data: dict, required: set, optional: set = frozenset()) -> None:
@@ -252,6 +343,39 @@ def _nonneg(where: str, key: str, raw, sources: dict) -> float:
     return _number(where, key, raw, sources, LATENCY_RANGE_NS, allow_zero=True)
 
 
+def _calibration_block(where: str, prefix: str, raw, allowed: set, sources: dict) -> dict[str, float]:
+    """A `calibration` object: known keys only, each a finite number in range with its source."""
+    if not isinstance(raw, dict):
+        raise SpecError(f"{where}: '{prefix}calibration' must be an object")
+    out: dict[str, float] = {}
+    for key, value in raw.items():
+        if key not in allowed:
+            if key in CALIBRATION_KEYS:  # known, but not at this level
+                raise SpecError(
+                    f"{where}: unknown key '{prefix}calibration.{key}' ({key} is per system: "
+                    f"put it in the top-level 'calibration')"
+                )
+            raise SpecError(
+                f"{where}: unknown key '{prefix}calibration.{key}'{unit_hint(key, allowed)} "
+                f"(known: {', '.join(sorted(allowed))})"
+            )
+        name = f"{prefix}calibration.{key}"
+        if key == "bus_efficiency":
+            v = _number(where, name, value, sources)
+            lo, hi = BUS_EFFICIENCY_RANGE
+            if v > hi:
+                raise SpecError(
+                    f"{where}: '{name}' is a fraction (<= 1) of the link bandwidth, got {v:g} "
+                    f"(e.g. 0.78 for 78%)"
+                )
+            if v < lo:
+                raise SpecError(f"{where}: '{name}' = {v:g} is outside the plausible range {lo:g} .. {hi:g}")
+            out[key] = v
+        else:  # collective_latency_ns
+            out[key] = _nonneg(where, name, value, sources)
+    return out
+
+
 def parse_system(data: dict, where: str) -> SystemSpec:
     if not isinstance(data, dict):
         raise SpecError(f"{where}: a system spec must be a JSON object")
@@ -268,11 +392,15 @@ def parse_system(data: dict, where: str) -> SystemSpec:
     if not isinstance(net, list) or not net:
         raise SpecError(f"{where}: 'network' must be a non-empty list of dimensions")
     dims = []
+    dim_cal: list[float | None] = []
     for i, d in enumerate(net):
         p = f"network[{i}]."
         if not isinstance(d, dict):
             raise SpecError(f"{where}: 'network[{i}]' must be an object")
-        _check_keys(where, p, d, _DIM_KEYS)
+        _check_keys(where, p, d, _DIM_KEYS, _DIM_OPTIONAL)
+        dim_cal.append(
+            _calibration_block(where, p, d.get("calibration", {}), _DIM_CALIBRATION_KEYS, sources).get("bus_efficiency")
+        )
         dims.append(
             NetworkDim(
                 topology=_enum(where, p + "topology", d["topology"], TOPOLOGIES),
@@ -281,6 +409,19 @@ def parse_system(data: dict, where: str) -> SystemSpec:
                 latency_ns=_nonneg(where, p + "latency_ns", d["latency_ns"], sources),
             )
         )
+    calibration = None
+    top = _calibration_block(where, "", data.get("calibration", {}), set(CALIBRATION_KEYS), sources)
+    if top or any(e is not None for e in dim_cal):  # empty blocks calibrate nothing
+        calibration = Calibration(
+            collective_latency_ns=float(top.get("collective_latency_ns", 0.0)),
+            bus_efficiency=top.get("bus_efficiency"),
+            dim_bus_efficiency=tuple(dim_cal),
+            has_latency="collective_latency_ns" in top,
+        )
+        dims = [
+            replace(dim, bus_efficiency=own if own is not None else calibration.bus_efficiency)
+            for dim, own in zip(dims, dim_cal)
+        ]
     num_npus = math.prod(d.npus_count for d in dims)
     if num_npus > MAX_NPUS:
         counts = " x ".join(str(d.npus_count) for d in dims)
@@ -361,6 +502,7 @@ def parse_system(data: dict, where: str) -> SystemSpec:
         astra_sim=astra,
         sources=sources,
         path=where,
+        calibration=calibration,
     )
 
 
@@ -392,8 +534,12 @@ def _fmt(x: float) -> str:
 
 
 def astra_bandwidth(dim: NetworkDim) -> float:
-    """The network.yml bandwidth (ASTRA-sim's GB/s = 2^30 B/s) for a dimension."""
-    return round(dim.bandwidth_GBps * GIB_PER_GB, 9)
+    """The network.yml bandwidth (ASTRA-sim's GB/s = 2^30 B/s) for a dimension: the
+    achievable bandwidth `bandwidth_GBps * bus_efficiency` (the datasheet figure when
+    uncalibrated, bus_efficiency = 1.0). The communication model uses exactly this value."""
+    if dim.bus_efficiency is None:
+        return round(dim.bandwidth_GBps * GIB_PER_GB, 9)
+    return round(dim.bandwidth_GBps * dim.bus_efficiency * GIB_PER_GB, 9)
 
 
 def to_network_yml(system: SystemSpec) -> str:
@@ -403,12 +549,35 @@ def to_network_yml(system: SystemSpec) -> str:
         f"# {system.name}: {system.description}",
         "# bandwidth is per link and direction in ASTRA-sim's GB/s (2^30 bytes/s);",
         "# the system spec's bandwidth_GBps (1e9 bytes/s) x 0.931322574615",
+        *_calibration_comments(system),
         "topology: [ " + ", ".join(d.topology for d in dims) + " ]",
         "npus_count: [ " + ", ".join(str(d.npus_count) for d in dims) + " ]",
         "bandwidth: [ " + ", ".join(_fmt(astra_bandwidth(d)) for d in dims) + " ]",
         "latency: [ " + ", ".join(_fmt(d.latency_ns) for d in dims) + " ]",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _calibration_comments(system: SystemSpec) -> list[str]:
+    """network.yml comments saying what of the calibration ASTRA-sim sees (nothing when uncalibrated)."""
+    if system.calibration is None:
+        return []
+    out = []
+    if any(d.calibrated for d in system.dims):
+        effs = ", ".join("-" if d.bus_efficiency is None else f"{d.bus_efficiency:g}" for d in system.dims)
+        out.append(f"# calibrated: bandwidth also x bus_efficiency [ {effs} ] (the achievable bus bandwidth)")
+    missing = []
+    if system.collective_latency_ns:
+        missing.append(f"#   collective_latency_ns = {system.collective_latency_ns:g} once per communication op")
+    if any(d.calibrated for d in system.dims):
+        missing.append(
+            "#   no local reduction on calibrated dimensions (ASTRA-sim charges 3 x message / local-mem-bw per"
+            " reduced message)"
+        )
+    if missing:
+        out.append("# not expressible in ASTRA-sim's files (the built-in simulator applies them):")
+        out.extend(missing)
+    return out
 
 
 def _num(x: float):

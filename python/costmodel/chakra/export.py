@@ -865,7 +865,24 @@ def system_summary(system) -> dict:
         out["source"] = str(source)
     dims = getattr(system, "dims", None)
     if dims is not None:
-        out["dims"] = [dataclasses.asdict(d) if dataclasses.is_dataclass(d) else dict(d) for d in dims]
+        out["dims"] = [_dim_summary(d) for d in dims]
+    calibration = getattr(system, "calibration", None)
+    if calibration is not None:
+        # what ASTRA-sim sees of it: the bandwidth in network.yml is already x bus_efficiency,
+        # but it has no per-op latency and still charges its local reduction (docs/communication-model.md)
+        out["calibration"] = system.calibration_json()["calibration"]
+        out["calibration"]["astra_sim"] = (
+            f"network.yml bandwidth = bandwidth_GBps x bus_efficiency; not in ASTRA-sim's files: "
+            f"collective_latency_ns = {system.collective_latency_ns:g} per communication op, and the fused "
+            f"reduction on calibrated dimensions (ASTRA-sim charges 3 x message / local-mem-bw per reduced message)"
+        )
+    return out
+
+
+def _dim_summary(d) -> dict:
+    out = dataclasses.asdict(d) if dataclasses.is_dataclass(d) else dict(d)
+    if out.get("bus_efficiency", 0) is None:  # uncalibrated: the manifest reads as before
+        del out["bus_efficiency"]
     return out
 
 

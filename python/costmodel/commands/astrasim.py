@@ -64,4 +64,26 @@ def _run(args) -> int:
             diff = (mine - result.cycles[r]) / result.cycles[r] * 100 if result.cycles[r] else 0.0
             line += f"  {_fmt(mine):>16}  {diff:>+9.2f}%"
         sys.stdout.write(line + "\n")
+    note = _calibration_note(args.directory)
+    if note:
+        sys.stdout.write("\n" + note + "\n")
     return 0
+
+
+def _calibration_note(directory: str) -> str:
+    """One line when the trace's system is calibrated: what ASTRA-sim does not see of it."""
+    try:
+        with open(f"{directory}/manifest.json") as fh:
+            system = (json.load(fh).get("system") or {})
+    except (OSError, ValueError, AttributeError):
+        return ""
+    cal = system.get("calibration") if isinstance(system, dict) else None
+    if not isinstance(cal, dict):
+        return ""
+    lat = cal.get("collective_latency_ns", 0)
+    lat = lat.get("value", 0) if isinstance(lat, dict) else lat
+    return (
+        f"note: system '{system.get('name')}' is calibrated; ASTRA-sim sees its bus_efficiency (network.yml "
+        f"bandwidth) but not collective_latency_ns = {lat:g} ns per communication op nor the fused reduction, "
+        f"which the built-in simulator applies (docs/communication-model.md, Calibration)"
+    )
