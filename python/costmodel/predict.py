@@ -5,7 +5,8 @@
     result.rows[0].step_time_ms
 
 The module is parsed once, partitioned once when it is sharded (propagate-shardings),
-private functions are inlined once (XLA inlines before it fuses); every
+private functions are inlined once with `inline=True` (XLA inlines before it fuses;
+see docs/kernels.md for why it is not the default); every
 (system, backend) then runs on a clone: annotate-cost -> extract-collectives -> Chakra
 -> simulate. The JSON document is described in docs/predict.md (schema
 "costmodel.predict/1").
@@ -215,6 +216,7 @@ def _predict(
     top: int = 10,
     trace_dir: str | None = None,
     progress=None,
+    inline: bool = False,
 ) -> PredictResult:
     from .chakra.export import export_module, run_from_pass
     from .driver import read_input
@@ -261,9 +263,10 @@ def _predict(
                     kind = "sharded (partitioned once by propagate-shardings)"
                     prop = get_pass("propagate-shardings")
                     prop.run(module, parse_options(prop, ""), session)
-                from .ir import inline_calls
+                if inline:
+                    from .ir import inline_calls
 
-                inline_calls(module)
+                    inline_calls(module)
             except PassError:
                 raise fail("propagate-shardings") from None
             except ir.MLIRError as err:

@@ -22,6 +22,11 @@ def register(subparsers) -> None:
         "--backend", action="append", default=[], metavar="NAME", help="cost backend (repeat; default roofline)"
     )
     p.add_argument("--fusion", default="", help="kernel formation: xla-gpu, xla-tpu or none (default: by hardware)")
+    p.add_argument(
+        "--inline",
+        action="store_true",
+        help="inline private functions before kernel formation, as XLA does (docs/kernels.md)",
+    )
     p.add_argument("--top", type=int, default=10, metavar="N", help="top kernels to list (default 10; 0: none)")
     p.add_argument("--json", action="store_true", help="print the JSON document (docs/predict.md) instead of the table")
     p.add_argument("--trace", metavar="DIR", help="write each run's Chakra trace and Perfetto timeline into DIR")
@@ -75,6 +80,7 @@ def _run(args) -> int:
             top=args.top,
             trace_dir=args.trace,
             progress=update,
+            inline=args.inline,
         )
     except (PredictError, InputError) as err:
         raise CommandError(str(err)) from None

@@ -151,8 +151,8 @@ GEMM_EPILOGUE_OPS = frozenset(
     }
 )
 MAX_EPILOGUE_OPS = 4
-# Blocks larger than this skip the cycle checks and so multi-output and sibling fusion
-# (ancestry bitsets grow as n^2 bits).
+# Blocks up to this size get ancestry bitsets for the cycle checks of multi-output and
+# sibling fusion (they grow as n^2 bits); larger blocks walk back through operands.
 MAX_ANCESTRY_NODES = 40000
 # XLA GPU: kMaxOperandsAndOutputsPerFusion (instruction_fusion / gpu_fusible.h).
 MAX_FUSION_PARAMS = 96
@@ -294,6 +294,7 @@ class _Groups:
         # included; mask[g] = the members. None: no cycle checks, no multi-output fusion.
         self.anc: list | None = None
         self.mask: list | None = None
+        self.operand_nodes: list = []
 
     def find(self, i: int) -> int:
         p = self.parent
@@ -361,6 +362,7 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
         if nd.cls == REDUCE:
             g.hero[i] = i
 
+    g.operand_nodes = operand_nodes
     if n <= MAX_ANCESTRY_NODES and policy != "given":
         anc = [0] * n
         for j in range(n):
@@ -497,11 +499,37 @@ def _merged_kind(kind_g: str, producer_cls: str) -> str:
     return kind_g
 
 
+def _depends(targets, start, g: _Groups, limit: int = 20000) -> bool:
+    """Walk back from the ops `targets` through operands: does one of them depend on an
+    op of `start`? Ancestors older than the oldest start op cannot, so they are not
+    visited. Conservative (True) past `limit` steps. For blocks without ancestry bitsets."""
+    start = set(start)
+    if not start:
+        return False
+    lowest = min(start)
+    ops = g.operand_nodes
+    seen = set()
+    stack = list(targets)
+    steps = 0
+    while stack:
+        x = stack.pop()
+        for i in ops[x]:
+            if i is None or i < lowest or i in seen:
+                continue
+            if i in start:
+                return True
+            seen.add(i)
+            stack.append(i)
+        steps += 1
+        if steps > limit:
+            return True
+    return False
+
+
 def _reaches(start: list[int], target: int, g: _Groups, users=None) -> bool:
-    """Does some op of group `target` depend on one of the ops `start`? (True when no
-    ancestry is known: the caller then does not fuse.)"""
+    """Does some op of group `target` depend on one of the ops `start`?"""
     if g.anc is None:
-        return True
+        return _depends(g.members[target], start, g)
     m = 0
     for x in start:
         m |= 1 << x
@@ -613,7 +641,7 @@ def _sibling_fusion(nodes, g: _Groups, users, operand_nodes, policy) -> None:
 def _group_reaches(src: int, dst: int, g: _Groups, users=None, n: int = 0) -> bool:
     """Does some op of group `dst` depend on an op of group `src`?"""
     if g.anc is None:
-        return True
+        return _depends(g.members[dst], g.members[src], g)
     return bool(g.anc[dst] & g.mask[src])
 
 
