@@ -239,10 +239,52 @@ def main(argv: list[str] | None = None) -> int:
             )
         if wall is not None:
             print(f"\nend to end: stablehlo-opt resnet-50 --annotate-cost=hardware={args.hardware} -o FILE: {wall:.3f}s")
+        if os.path.exists(args.resnet):
+            own_output_ratios(args.resnet, args.hardware, args.repeat, tmp)
         print(f"(best of {args.repeat} / {args.repeat_large}; {os.cpu_count()} CPUs; us/op = annotate time per op)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def own_output_ratios(path: str, hardware: str, repeat: int, tmp: str) -> None:
+    """Issue 8's speed targets: annotate-cost with kernel formation <= 1.5 x, and the full
+    pipeline (annotate + extract-collectives + Chakra + simulate) <= 2.5 x, the time of
+    parsing and printing the annotated output itself."""
+    from costmodel.driver import main as opt
+
+    out = os.path.join(tmp, "own.cost.mlir")
+
+    def best(argv):
+        times = []
+        for _ in range(max(1, repeat)):
+            t0 = time.perf_counter()
+            rc = opt(argv)
+            times.append(time.perf_counter() - t0)
+            if rc:
+                raise SystemExit(f"stablehlo-opt {' '.join(argv)} failed")
+        return min(times)
+
+    import contextlib
+    import io
+
+    with contextlib.redirect_stderr(io.StringIO()):
+        opt([path, f"--annotate-cost=hardware={hardware}", "-o", out])
+        base = best([out, "-o", os.path.join(tmp, "x.mlir")])
+        ann = best([path, f"--annotate-cost=hardware={hardware}", "-o", os.path.join(tmp, "y.mlir")])
+        full = best(
+            [
+                path,
+                f"--annotate-cost=hardware={hardware}",
+                f"--extract-collectives=system={hardware}-x4 chakra-dir={os.path.join(tmp, 'c.chakra')} simulate=true",
+                "-o",
+                os.path.join(tmp, "z.mlir"),
+            ]
+        )
+    print(
+        f"\nagainst parse+print of its own output ({base:.3f}s): annotate-cost with kernels {ann:.3f}s = "
+        f"{ann / base:.2f}x (target <= 1.5x); full pipeline {full:.3f}s = {full / base:.2f}x (target <= 2.5x)"
+    )
 
 
 def _count_ops(path: str) -> int:
