@@ -81,6 +81,29 @@ def _run_pipeline(module: ir.Operation, pipeline: str, session: PassSession, wha
             raise PassError(what) from None
 
 
+def _inline_private_calls(module: ir.Operation, session: PassSession) -> None:
+    """Inline every func.call first, as XLA does before it partitions: JAX exports call
+    private functions (`@relu`, `@_where` ...) from sharded code, sometimes with different
+    shardings at different call sites, which Shardy's global-to-local conversion cannot
+    type. The functions no longer called are dropped (symbol-dce). A recursive call is an
+    error."""
+    from costmodel.ir import inline_calls
+
+    with module.context:
+        if not any(op.name == "func.call" for op in walk_ops(module)):
+            return
+        inline_calls(module)
+        left = [op for op in walk_ops(module) if op.name == "func.call"]
+        if left:
+            callee = ir.FlatSymbolRefAttr(left[0].attributes["callee"]).value
+            session.diagnostics.error(
+                left[0].location,
+                f"propagate-shardings: recursive call to @{callee}: a recursive program cannot be partitioned",
+            )
+            raise PassError("recursive call")
+        passmanager.PassManager.parse("builtin.module(symbol-dce)").run(module)
+
+
 def _mesh_sizes(module: ir.Operation) -> dict[str, int]:
     sizes = {}
     for op in module.regions[0].blocks[0].operations:
@@ -120,6 +143,7 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
             "the mhlo.sharding strings are ignored",
         )
 
+    _inline_private_calls(module, session)
     _run_pipeline(module, PROPAGATE, session, "Shardy propagation and reshard-to-collectives")
     if not options["per-device"]:
         return

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from costmodel.ir import DiagnosticEngine, load_module, make_context, print_module
-from costmodel.passes import PassError, PassSession, get_pass
+from costmodel.passes import PassError, PassSession, get_pass, parse_options
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "sharded")
 
@@ -159,7 +159,30 @@ def test_cli_bad_gspmd_string_has_location(tmp_path):
 def test_call_graph_and_while(ctx):
     out, session = _run(ctx, "call_while.mlir")
     assert not session.diagnostics.has_errors
-    main, mm = out.split("func.func private @mm", 1)
-    assert "call @mm(%arg0, %arg1) : (tensor<16x4xf32>, tensor<4x8xf32>) -> tensor<16x8xf32>" in main
-    assert "stablehlo.while" in main and '"stablehlo.all_reduce"' not in main
-    assert mm.count('"stablehlo.all_reduce"') == 1  # the collective stays in the callee
+    # calls are inlined before Shardy runs (as XLA does), and the callee dropped
+    assert "call @mm" not in out and "func.func private @mm" not in out
+    assert "stablehlo.while" in out
+    assert out.count('"stablehlo.all_reduce"') == 1  # the callee's collective, now inline
+
+
+def test_recursive_private_call_is_a_clear_error(ctx):
+    text = """
+module attributes {mhlo.num_partitions = 8 : i32} {
+  sdy.mesh @mesh = <["d"=8]>
+  func.func private @f(%a: tensor<8xf32>) -> tensor<8xf32> {
+    %0 = func.call @f(%a) : (tensor<8xf32>) -> tensor<8xf32>
+    return %0 : tensor<8xf32>
+  }
+  func.func @main(%a: tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"d"}]>}) -> tensor<8xf32> {
+    %0 = func.call @f(%a) : (tensor<8xf32>) -> tensor<8xf32>
+    return %0 : tensor<8xf32>
+  }
+}
+"""
+    module = load_module(ctx, text, "rec.mlir")
+    session = PassSession(DiagnosticEngine("rec.mlir"))
+    info = get_pass("propagate-shardings")
+    with pytest.raises(PassError):
+        info.run(module, parse_options(info, ""), session)
+    errors = [d.message for d in session.diagnostics.diagnostics if d.severity == "error"]
+    assert errors == ["propagate-shardings: recursive call to @f: a recursive program cannot be partitioned"]

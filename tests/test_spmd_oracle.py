@@ -44,6 +44,7 @@ CASES = [
     "tp_mlp_gspmd",
     "transformer_dp_tp_gspmd",
     "reshard_all_to_all_gspmd",
+    "private_calls",
 ]
 
 # What each case must contain (kind -> count), so that a case that silently lost its
@@ -60,6 +61,7 @@ EXPECTED_KINDS = {
     "tp_mlp_gspmd": {"all_reduce": 1},
     "transformer_dp_tp_gspmd": {"all_reduce": 2},
     "reshard_all_to_all_gspmd": {"all_to_all": 1},
+    "private_calls": {"all_reduce": 1},
 }
 
 KINDS = {

@@ -6,6 +6,14 @@
 // RUN: not stablehlo-opt %data/sharded/bad_gspmd.mlir --propagate-shardings 2>&1 | FileCheck %s --check-prefix=ERR
 // RUN: not stablehlo-opt %data/sharded/shard_map_gspmd.mlir --propagate-shardings 2>&1 | FileCheck %s --check-prefix=MANUAL
 // RUN: stablehlo-opt %data/sharded/tp_mlp.mlir --propagate-shardings --propagate-shardings 2>&1 | FileCheck %s --check-prefix=TWICE
+// RUN: stablehlo-opt %data/sharded/private_calls.mlir --propagate-shardings | FileCheck %s --check-prefix=CALLS
+
+// JAX exports call private functions (@relu, @_where, a nested jit called twice with
+// different shardings): they are inlined before Shardy runs, and dropped once unused.
+// CALLS: module @jit_private_calls attributes {costmodel.partitioned
+// CALLS-NOT: call @
+// CALLS: stablehlo.all_reduce
+// CALLS-NOT: func.func private
 // RUN: not stablehlo-opt %data/sharded/tp_mlp.mlir --extract-collectives="chakra=false system=dgx-h100" 2>&1 | FileCheck %s --check-prefix=FORGOT
 
 // The second run finds the marker and leaves the per-device program alone (shapes are

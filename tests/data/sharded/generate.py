@@ -139,7 +139,21 @@ def cases():
 
     out["shard_map"] = (shard_map_psum, [sds((64, 16), m8, P("d"))], ns(m8, P()))
 
-    # 8. GSPMD-string versions (shard_map_gspmd: a GSPMD manual region, which we reject).
+    # 8. Private functions, as real JAX exports have them (issue 10): jax.nn.relu and
+    # jnp.where become `func.call @relu` / `@_where`; a nested jit is called twice with
+    # operands sharded differently (column- then row-parallel).
+    @jax.jit
+    def block(x, w):
+        h = jax.nn.relu(x @ w)
+        return jnp.where(h > 1.0, h, 0.5 * h)
+
+    def private_calls(x, w1, w2):
+        return block(block(x, w1), w2)
+
+    pc_args = [sds((64, 32), m24, P("data", None)), sds((32, 128), m24, P(None, "model")), sds((128, 32), m24, P("model", None))]
+    out["private_calls"] = (private_calls, pc_args, ns(m24, P("data", None)))
+
+    # 9. GSPMD-string versions (shard_map_gspmd: a GSPMD manual region, which we reject).
     out["shard_map_gspmd"] = out["shard_map"] + (True,)
     out["tp_mlp_gspmd"] = (tp_mlp, tp_args, ns(m8, P()), True)
     out["transformer_dp_tp_gspmd"] = (transformer, tf_args, ns(m24, P("data", None, None)), True)
