@@ -35,6 +35,7 @@ PROPAGATE = (
     "func.func(sdy-insert-explicit-reshards{enable-full-version=true},sdy-reshard-to-collectives))"
 )
 TO_LOCAL = "builtin.module(sdy-convert-global-to-local)"
+LEGALIZE_CHLO = "builtin.module(func.func(chlo-legalize-to-stablehlo))"
 
 # sdy ops that may remain in a per-device program
 _ALLOWED_SDY_LOCAL = {"sdy.mesh"}
@@ -144,6 +145,10 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
         )
 
     _inline_private_calls(module, session)
+    if any(op.name.startswith("chlo.") for op in walk_ops(module)):
+        # Shardy's global-to-local conversion has no rule for CHLO ops (chlo.square of a
+        # layer norm): expand them into StableHLO first, as XLA's own import does.
+        _run_pipeline(module, LEGALIZE_CHLO, session, "CHLO to StableHLO")
     _run_pipeline(module, PROPAGATE, session, "Shardy propagation and reshard-to-collectives")
     if not options["per-device"]:
         return

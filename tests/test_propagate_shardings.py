@@ -186,3 +186,13 @@ module attributes {mhlo.num_partitions = 8 : i32} {
         info.run(module, parse_options(info, ""), session)
     errors = [d.message for d in session.diagnostics.diagnostics if d.severity == "error"]
     assert errors == ["propagate-shardings: recursive call to @f: a recursive program cannot be partitioned"]
+
+
+def test_layer_norm_chlo_square_is_partitioned(ctx):
+    # issue 10: "failed to legalize operation 'chlo.square'" in Shardy's global-to-local;
+    # CHLO is expanded first. Row-parallel matmul: one all-reduce of the 16x64 f32 output.
+    out, session = _run(ctx, "tp_layernorm.mlir")
+    assert not session.diagnostics.has_errors
+    assert "chlo." not in out
+    assert out.count('"stablehlo.all_reduce"') == 1
+    assert "(tensor<16x64xf32>) -> tensor<16x64xf32>" in out  # 16 * 64 * 4 bytes reduced

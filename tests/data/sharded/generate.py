@@ -153,7 +153,17 @@ def cases():
     pc_args = [sds((64, 32), m24, P("data", None)), sds((32, 128), m24, P(None, "model")), sds((128, 32), m24, P("model", None))]
     out["private_calls"] = (private_calls, pc_args, ns(m24, P("data", None)))
 
-    # 9. GSPMD-string versions (shard_map_gspmd: a GSPMD manual region, which we reject).
+    # 9. Tensor-parallel MLP behind a layer norm (chlo.square in the export).
+    def tp_layernorm(x, w1, w2):
+        mu = x.mean(-1, keepdims=True)
+        var = jnp.square(x - mu).mean(-1, keepdims=True)
+        y = (x - mu) * jax.lax.rsqrt(var + 1e-5)
+        return jax.nn.gelu(y @ w1) @ w2
+
+    ln_args = [sds((16, 64), m24, P()), sds((64, 256), m24, P(None, "model")), sds((256, 64), m24, P("model", None))]
+    out["tp_layernorm"] = (tp_layernorm, ln_args, ns(m24, P()))
+
+    # 10. GSPMD-string versions (shard_map_gspmd: a GSPMD manual region, which we reject).
     out["shard_map_gspmd"] = out["shard_map"] + (True,)
     out["tp_mlp_gspmd"] = (tp_mlp, tp_args, ns(m8, P()), True)
     out["transformer_dp_tp_gspmd"] = (transformer, tf_args, ns(m24, P("data", None, None)), True)
