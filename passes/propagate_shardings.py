@@ -64,13 +64,46 @@ def module_has_shardy(module: ir.Operation) -> bool:
     return False
 
 
-def _run_pipeline(module: ir.Operation, pipeline: str, session: PassSession, what: str) -> None:
+def _fix_loop_block_types(module: ir.Operation) -> int:
+    """Shardy's global-to-local conversion (this jaxlib's) localises a while loop's
+    operands and results but leaves its regions' block arguments global (give them the
+    operands' types), and leaves dynamic_slice's slice_sizes global (give them the local
+    result shape). Returns how many it changed."""
+    changed = 0
+    for op in walk_ops(module):
+        if op.name == "stablehlo.dynamic_slice" and "slice_sizes" in op.attributes:
+            # its slice_sizes stay global too; the result type (= the slice) is local
+            local = list(ir.RankedTensorType(op.results[0].type).shape)
+            if [int(x) for x in ir.DenseI64ArrayAttr(op.attributes["slice_sizes"])] != local:
+                op.attributes["slice_sizes"] = ir.DenseI64ArrayAttr.get(local)
+                changed += 1
+            continue
+        if op.name != "stablehlo.while":
+            continue
+        operands = list(op.operands)
+        for region in op.regions:
+            for block in region.blocks:
+                for arg, value in zip(block.arguments, operands):
+                    if arg.type != value.type:
+                        arg.set_type(value.type)
+                        changed += 1
+    return changed
+
+
+def _run_pipeline(
+    module: ir.Operation, pipeline: str, session: PassSession, what: str, fix_loops: bool = False
+) -> None:
     diags = session.diagnostics
     before = sum(1 for d in diags.diagnostics if d.severity == "error")
     with module.context:
         pm = passmanager.PassManager.parse(pipeline)
+        if fix_loops:
+            pm.enable_verifier(False)  # verified below, once the loops are fixed
         try:
             pm.run(module)
+            if fix_loops:
+                _fix_loop_block_types(module)
+                module.verify()
         except ir.MLIRError as err:
             after = sum(1 for d in diags.diagnostics if d.severity == "error")
             if after == before:
@@ -152,7 +185,7 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
     _run_pipeline(module, PROPAGATE, session, "Shardy propagation and reshard-to-collectives")
     if not options["per-device"]:
         return
-    _run_pipeline(module, TO_LOCAL, session, "sdy-convert-global-to-local")
+    _run_pipeline(module, TO_LOCAL, session, "sdy-convert-global-to-local", fix_loops=True)
 
     leftovers = {}
     for op in walk_ops(module):

@@ -196,3 +196,14 @@ def test_layer_norm_chlo_square_is_partitioned(ctx):
     assert "chlo." not in out
     assert out.count('"stablehlo.all_reduce"') == 1
     assert "(tensor<16x64xf32>) -> tensor<16x64xf32>" in out  # 16 * 64 * 4 bytes reduced
+
+
+def test_fori_loop_under_tensor_parallelism_is_partitioned(ctx):
+    # issue 10: "expect operands to be compatible with condition block arguments": Shardy
+    # leaves the loop's block arguments global; we give them the operands' local types.
+    out, session = _run(ctx, "fori_tp.mlir")
+    assert not session.diagnostics.has_errors
+    assert "stablehlo.while" in out
+    # the row-parallel matmul's all-reduce, in the body, on the local 32x128 f32 block
+    assert out.count('"stablehlo.all_reduce"') == 1
+    assert "(tensor<32x128xf32>) -> tensor<32x128xf32>" in out

@@ -163,7 +163,15 @@ def cases():
     ln_args = [sds((16, 64), m24, P()), sds((64, 256), m24, P(None, "model")), sds((256, 64), m24, P("model", None))]
     out["tp_layernorm"] = (tp_layernorm, ln_args, ns(m24, P()))
 
-    # 10. GSPMD-string versions (shard_map_gspmd: a GSPMD manual region, which we reject).
+    # 10. A tensor-parallel MLP applied in a fori_loop: the row-parallel all-reduce sits
+    # in the while body (Shardy leaves the body's block arguments global; we fix them).
+    def fori_tp(x, w1, w2):
+        return jax.lax.fori_loop(0, 3, lambda i, h: jnp.tanh(h @ w1) @ w2, x)
+
+    fori_args = [sds((64, 128), m24, P("data", None)), sds((128, 256), m24, P(None, "model")), sds((256, 128), m24, P("model", None))]
+    out["fori_tp"] = (fori_tp, fori_args, ns(m24, P("data", None)))
+
+    # 11. GSPMD-string versions (shard_map_gspmd: a GSPMD manual region, which we reject).
     out["shard_map_gspmd"] = out["shard_map"] + (True,)
     out["tp_mlp_gspmd"] = (tp_mlp, tp_args, ns(m8, P()), True)
     out["transformer_dp_tp_gspmd"] = (transformer, tf_args, ns(m24, P("data", None, None)), True)
