@@ -286,6 +286,7 @@ def _predict(
 
             rows: list[Row] = []
             formation_cache: dict = {}  # one kernel formation per fusion policy
+            memory_by_policy: dict = {}  # and one memory analysis
             top_kernels: list[dict] = []
             top_of = ""
             total = len(scenarios) * len(backends)
@@ -336,7 +337,10 @@ def _predict(
                     if not top_kernels and s.get("kernel_count"):
                         top_kernels = [k.to_dict() for k in collect_kernels(clone)[:top]]
                         top_of = f"{label} / {backend}"
-                    mem = _peak_memory(clone)
+                    policy = str(s.get("fusion", "none"))
+                    if policy not in memory_by_policy:  # same kernels, same buffers: once per policy
+                        memory_by_policy[policy] = _peak_memory(clone)
+                    mem = memory_by_policy[policy]
                     if mem is not None:
                         rows[-1].peak_memory_GiB = mem / 2**30
                         rows[-1].fits = mem <= hw.memory_capacity_GiB * 2**30
