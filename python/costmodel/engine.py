@@ -221,6 +221,7 @@ class CostEngine:
         # the n-th block formed reuses the grouping of the n-th block of the first run.
         self._formation_cache = formation_cache
         self._block_seq = 0
+        self._leaf_seq = 0
         self.backend_name = backend_name or getattr(backend, "name", type(backend).__name__)
         self.hardware_name = hardware_name
         self.diags = diagnostics
@@ -360,7 +361,33 @@ class CostEngine:
     # -- kernel formation ----------------------------------------------------------
     def _leaf_cost(self, op: ir.Operation, into: Totals) -> OpCost | None:
         """The op's own (unfused) cost from the rule table, no attribute written; None
-        (and the op marked unsupported) when it cannot be costed."""
+        (and the op marked unsupported) when it cannot be costed. With a shared formation
+        cache (clones of one module), the n-th leaf of this run reuses the n-th leaf's
+        cost of the first run: rules do not depend on the hardware or the backend."""
+        cache = self._formation_cache
+        if cache is None:
+            return self._leaf_cost_uncached(op, into)
+        self._leaf_seq += 1
+        key = ("leaf", self._leaf_seq, op.name)
+        hit = cache.get(key)
+        if hit is not None:
+            kind, value, ops_counted = hit
+            self.op_count += ops_counted
+            if kind == "cost":
+                return value
+            self._mark_unsupported(op, value)
+            into.unsupported += 1
+            return None
+        before = self.op_count
+        cost = self._leaf_cost_uncached(op, into)
+        if cost is None:
+            why = ir.StringAttr(op.attributes[UNSUPPORTED_ATTR]).value if UNSUPPORTED_ATTR in op.attributes else "?"
+            cache[key] = ("unsupported", why, self.op_count - before)
+        else:
+            cache[key] = ("cost", cost, self.op_count - before)
+        return cost
+
+    def _leaf_cost_uncached(self, op: ir.Operation, into: Totals) -> OpCost | None:
         name = op.name
         rule = rule_for(name)
         if rule is None:

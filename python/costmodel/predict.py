@@ -271,6 +271,10 @@ def _predict(
                 raise fail("propagate-shardings") from None
             except ir.MLIRError as err:
                 raise PredictError(f"inlining failed: {str(err).splitlines()[0]}") from None
+            # checked (and partitioned if needed) once: the clones skip the per-pass check
+            from .partitioning import mark_partitioned
+
+            mark_partitioned(module)
             r_, p_ = device_grid(module)
             devices = r_ * p_
             fits = [lbl for lbl, _a, s in scenarios if s.num_npus == devices]
