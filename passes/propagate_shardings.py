@@ -13,7 +13,9 @@ Steps (all but the first are Shardy passes registered in the bindings):
 4. (per-device=true, the default) `sdy-convert-global-to-local`: local shapes, the `sdy`
    collectives become `stablehlo` collectives with replica_groups, channel handles and
    use_global_device_ids; `mhlo.num_partitions` (the mesh size) and `mhlo.num_replicas = 1`
-   are set on the module, and the unit attribute `costmodel.partitioned` marks it as the
+   are set on the module; an all_reduce whose every user dynamic-slices 1/n of it becomes
+   a reduce_scatter (option reduce-scatter, XLA GPU/TPU's ReduceScatterCreator; FSDP
+   gradients), and the unit attribute `costmodel.partitioned` marks it as the
    per-device program (running the pass again leaves it unchanged, with a warning).
 
 A module without any sharding (no `sdy.*` op or attribute, no `mhlo.sharding`) passes
@@ -138,6 +140,55 @@ def _inline_private_calls(module: ir.Operation, session: PassSession) -> None:
         passmanager.PassManager.parse("builtin.module(symbol-dce)").run(module)
 
 
+def form_reduce_scatters(module: ir.Operation) -> int:
+    """An all_reduce whose every user dynamic-slices 1/n of it along one dimension (n the
+    group size) becomes a reduce_scatter, as XLA's ReduceScatterCreator does on GPU/TPU."""
+    i64 = ir.IntegerType.get_signless(64)
+    n = 0
+    for ar in [op for op in walk_ops(module) if op.name == "stablehlo.all_reduce"]:
+        if len(ar.results) != 1 or "replica_groups" not in ar.attributes:
+            continue
+        users = [u.owner for u in ar.results[0].uses]
+        users = [getattr(u, "operation", u) for u in users]
+        if not users or any(u.name != "stablehlo.dynamic_slice" or u.operands[0] != ar.results[0] for u in users):
+            continue
+        rt = ir.RankedTensorType(ar.results[0].type)
+        gtype = ir.RankedTensorType(ir.DenseIntElementsAttr(ar.attributes["replica_groups"]).type)
+        if gtype.rank != 2 or gtype.shape[1] < 2:
+            continue
+        gsize = gtype.shape[1]
+        dim, st = None, None
+        for u in users:
+            ut = ir.RankedTensorType(u.results[0].type)
+            diff = [d for d in range(rt.rank) if ut.shape[d] != rt.shape[d]]
+            if len(diff) != 1 or rt.shape[diff[0]] != ut.shape[diff[0]] * gsize or dim not in (None, diff[0]):
+                dim = -1
+                break
+            dim, st = diff[0], u.results[0].type
+        if dim is None or dim < 0:
+            continue
+        attrs = {"scatter_dimension": ir.IntegerAttr.get(i64, dim), "replica_groups": ar.attributes["replica_groups"]}
+        for k in ("channel_handle", "use_global_device_ids"):
+            if k in ar.attributes:
+                attrs[k] = ar.attributes[k]
+        with ir.InsertionPoint(ar), ar.location:
+            rs = ir.Operation.create(
+                "stablehlo.reduce_scatter", results=[st], operands=[ar.operands[0]], attributes=attrs, regions=1
+            )
+            old = ar.regions[0].blocks[0]
+            new = rs.regions[0].blocks.append(*[a.type for a in old.arguments])
+        for a, b in zip(old.arguments, new.arguments):
+            a.replace_all_uses_with(b)
+        for o in list(old.operations):
+            new.append(o.operation)
+        for u in users:
+            u.results[0].replace_all_uses_with(rs.results[0])
+            u.erase()
+        ar.erase()
+        n += 1
+    return n
+
+
 def _mesh_sizes(module: ir.Operation) -> dict[str, int]:
     sizes = {}
     for op in module.regions[0].blocks[0].operations:
@@ -196,6 +247,10 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
     if leftovers:
         raise PassError("leftover sdy ops")
 
+    if options.get("reduce-scatter", True):
+        with module.context:
+            form_reduce_scatters(module)
+
     sizes = _mesh_sizes(module)
     with module.context:
         i32 = ir.IntegerType.get_signless(32)
@@ -218,6 +273,13 @@ INFO = register_pass(
                 True,
                 "export to local (per-device) shapes with stablehlo collectives; false keeps global "
                 "shapes with sdy collectives",
+            ),
+            PassOption(
+                "reduce-scatter",
+                bool,
+                True,
+                "an all_reduce whose every user dynamic-slices 1/n of it becomes a reduce_scatter, as XLA's GPU "
+                "and TPU pipelines form it (ReduceScatterCreator); false keeps XLA CPU's all_reduce + slice",
             ),
         ),
         run=run,

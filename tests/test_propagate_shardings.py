@@ -34,7 +34,7 @@ def _run(ctx, name_or_text, per_device=True):
 
 def test_registered():
     info = get_pass("propagate-shardings")
-    assert info is not None and [o.name for o in info.options] == ["per-device"]
+    assert info is not None and [o.name for o in info.options] == ["per-device", "reduce-scatter"]
 
 
 def test_tp_mlp_per_device(ctx):
@@ -207,3 +207,33 @@ def test_fori_loop_under_tensor_parallelism_is_partitioned(ctx):
     # the row-parallel matmul's all-reduce, in the body, on the local 32x128 f32 block
     assert out.count('"stablehlo.all_reduce"') == 1
     assert "(tensor<32x128xf32>) -> tensor<32x128xf32>" in out
+
+
+def _collective_operands(module, kind: str) -> list[str]:
+    from costmodel.ir import walk_ops
+
+    return [str(op.operands[0].type) for op in walk_ops(module) if op.name == f"stablehlo.{kind}"]
+
+
+def test_fsdp_gradients_become_reduce_scatters(ctx):
+    """issue 10: an all_reduce whose every user keeps 1/n of it (FSDP gradients) is a
+    reduce_scatter on GPU/TPU, with the same operand bytes as the all_reduce it replaces."""
+    path = os.path.join(DATA, "fsdp_train.mlir")
+    with open(path) as fh:
+        text = fh.read()
+    outs = {}
+    for rs in (True, False):
+        module = load_module(ctx, text, "fsdp_train.mlir")
+        session = PassSession(DiagnosticEngine("fsdp_train.mlir"))
+        info = get_pass("propagate-shardings")
+        info.run(module, parse_options(info, f"reduce-scatter={'true' if rs else 'false'}"), session)
+        assert not session.diagnostics.has_errors
+        module.verify()
+        outs[rs] = module
+    with_rs, without = outs[True], outs[False]
+    rs_ops = _collective_operands(with_rs, "reduce_scatter")
+    n_ar_with, n_ar_without = len(_collective_operands(with_rs, "all_reduce")), len(_collective_operands(without, "all_reduce"))
+    assert len(rs_ops) == n_ar_without - n_ar_with > 0
+    assert "scatter_dimension = 0" in str(with_rs)
+    # the same operands (so the same bytes) as the all_reduces they replace
+    assert sorted(rs_ops) == sorted(_collective_operands(without, "all_reduce"))

@@ -163,6 +163,18 @@ def cases():
     ln_args = [sds((16, 64), m24, P()), sds((64, 256), m24, P(None, "model")), sds((256, 64), m24, P("model", None))]
     out["tp_layernorm"] = (tp_layernorm, ln_args, ns(m24, P()))
 
+    # 10a. FSDP training step: gradients all-reduced, then each device keeps its slice
+    # (what XLA GPU/TPU turn into reduce-scatters).
+    def fsdp_train(w1, w2, x):
+        def loss(a, b):
+            return jnp.mean((jnp.tanh(x @ a) @ b) ** 2)
+
+        g1, g2 = jax.grad(loss, argnums=(0, 1))(w1, w2)
+        return w1 - 0.1 * g1, w2 - 0.1 * g2
+
+    ft_args = [sds((256, 512), m8, P("d")), sds((512, 256), m8, P("d")), sds((64, 256), m8, P("d"))]
+    out["fsdp_train"] = (fsdp_train, ft_args, (ns(m8, P("d")), ns(m8, P("d"))))
+
     # 10. A tensor-parallel MLP applied in a fori_loop: the row-parallel all-reduce sits
     # in the while body (Shardy leaves the body's block arguments global; we fix them).
     def fori_tp(x, w1, w2):
