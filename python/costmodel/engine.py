@@ -237,6 +237,12 @@ class CostEngine:
         self._decomp_cache: dict = {}
 
     # -- attributes -----------------------------------------------------------
+    def _cnt(self, value: int):
+        """An i64 count attribute (count_attr's fast path: the i64 type is cached)."""
+        if -(1 << 63) <= value < (1 << 63):
+            return ir.IntegerAttr.get(self._i64, value)
+        return count_attr(value)
+
     def _cost_attr(self, flops, transc, br, bw, time_ns, bound, trip_count=None):
         key = (flops, transc, br, bw, time_ns, bound, trip_count)
         attr = self._attr_cache.get(key)
@@ -244,15 +250,15 @@ class CostEngine:
             i64 = self._i64
             d = {
                 "backend": self._backend_attr,
-                "flops": count_attr(flops),
-                "transcendentals": count_attr(transc),
-                "bytes_read": count_attr(br),
-                "bytes_written": count_attr(bw),
+                "flops": self._cnt(flops),
+                "transcendentals": self._cnt(transc),
+                "bytes_read": self._cnt(br),
+                "bytes_written": self._cnt(bw),
                 "time_ns": f64_attr(time_ns),
                 "bound": ir.StringAttr.get(bound),
             }
             if trip_count is not None:
-                d["trip_count"] = count_attr(trip_count)
+                d["trip_count"] = self._cnt(trip_count)
             attr = ir.DictAttr.get(d)
             self._attr_cache[key] = attr
         return attr
@@ -305,25 +311,25 @@ class CostEngine:
             "hardware": ir.StringAttr.get(self.hardware_name),
             "backend": ir.StringAttr.get(self.backend_name),
             "entry_functions": ir.ArrayAttr.get([ir.StringAttr.get(e) for e in entries]),
-            "total_flops": count_attr(total.flops),
-            "total_transcendentals": count_attr(total.transcendentals),
-            "total_bytes": count_attr(total.bytes_read + total.bytes_written),
-            "total_bytes_read": count_attr(total.bytes_read),
-            "total_bytes_written": count_attr(total.bytes_written),
+            "total_flops": self._cnt(total.flops),
+            "total_transcendentals": self._cnt(total.transcendentals),
+            "total_bytes": self._cnt(total.bytes_read + total.bytes_written),
+            "total_bytes_read": self._cnt(total.bytes_read),
+            "total_bytes_written": self._cnt(total.bytes_written),
             "total_time_ns": f64_attr(total.time_ns),
             "compute_bound_time_ns": f64_attr(total.time_by_bound["compute"]),
             "memory_bound_time_ns": f64_attr(total.time_by_bound["memory"]),
             "overhead_bound_time_ns": f64_attr(total.time_by_bound["overhead"]),
-            "op_count": count_attr(self.op_count),
-            "unsupported_count": count_attr(sum(self.unsupported_ops.values())),
+            "op_count": self._cnt(self.op_count),
+            "unsupported_count": self._cnt(sum(self.unsupported_ops.values())),
         }
         if self.fusion != "none":
             d["fusion"] = ir.StringAttr.get(self.policy)
-            d["kernel_count"] = count_attr(total.kernel_count)
-            d["kernel_bytes"] = count_attr(total.kernel_bytes)
+            d["kernel_count"] = self._cnt(total.kernel_count)
+            d["kernel_bytes"] = self._cnt(total.kernel_bytes)
         if self.unsupported_ops:
             d["unsupported_ops"] = ir.DictAttr.get(
-                {k: count_attr(v) for k, v in sorted(self.unsupported_ops.items())}
+                {k: self._cnt(v) for k, v in sorted(self.unsupported_ops.items())}
             )
         module.attributes[SUMMARY_ATTR] = ir.DictAttr.get(d)
 
@@ -449,7 +455,7 @@ class CostEngine:
             t.time_by_bound[kc.bound] += kc.time_ns
             t.kernel_count += k.launches
             t.kernel_bytes += k.bytes_read + k.bytes_written
-            id_attr = count_attr(k.id)
+            id_attr = self._cnt(k.id)
             # keyed by node index: an ir.Operation's hash changes with its attributes
             for i in k.node_ids:
                 placed[i] = (k, kc, id_attr)
@@ -514,14 +520,14 @@ class CostEngine:
     def _kernel_attr(self, k, kc):
         i64 = self._i64
         d = {
-            "id": count_attr(k.id),
+            "id": self._cnt(k.id),
             "kind": ir.StringAttr.get(k.kind),
-            "ops": count_attr(len(k.ops) + len(k.duplicated)),
-            "launches": count_attr(k.launches),
-            "flops": count_attr(k.flops),
-            "transcendentals": count_attr(k.transcendentals),
-            "bytes_read": count_attr(k.bytes_read),
-            "bytes_written": count_attr(k.bytes_written),
+            "ops": self._cnt(len(k.ops) + len(k.duplicated)),
+            "launches": self._cnt(k.launches),
+            "flops": self._cnt(k.flops),
+            "transcendentals": self._cnt(k.transcendentals),
+            "bytes_read": self._cnt(k.bytes_read),
+            "bytes_written": self._cnt(k.bytes_written),
             "time_ns": f64_attr(kc.time_ns),
             "bound": ir.StringAttr.get(kc.bound),
             "backend": self._backend_attr,
@@ -530,7 +536,7 @@ class CostEngine:
             if isinstance(value, bool) or isinstance(value, str):
                 d[key] = ir.BoolAttr.get(value) if isinstance(value, bool) else ir.StringAttr.get(value)
             elif isinstance(value, int):
-                d[key] = count_attr(value)
+                d[key] = self._cnt(value)
             elif isinstance(value, float):
                 d[key] = f64_attr(value)
         return ir.DictAttr.get(d)
