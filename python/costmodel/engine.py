@@ -669,6 +669,9 @@ class CostEngine:
                 for k, v in b.time_by_bound.items():
                     t.time_by_bound[k] = max(t.time_by_bound[k], v)
                 t.unsupported = max(t.unsupported, b.unsupported)
+                # the launches of the branch that runs (kernel formation on): the largest
+                t.kernel_count = max(t.kernel_count, b.kernel_count)
+                t.kernel_bytes = max(t.kernel_bytes, b.kernel_bytes)
             self._set_totals_attr(op, t)
             return t
         if name == "chlo.scan":

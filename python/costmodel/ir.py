@@ -116,6 +116,9 @@ def make_context(*, allow_unregistered_dialects: bool = False) -> ir.Context:
     ctx.load_all_available_dialects()
     ctx.allow_unregistered_dialects = allow_unregistered_dialects
     _register_passes_once()
+    from .shapes import clear_type_cache  # its cache would keep the previous contexts alive
+
+    clear_type_cache()
     return ctx
 
 
