@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..rules import ELEMENTWISE_OPS, MATRIX, TRANSCENDENTAL_OPS, OpCost
+from ..rules import ELEMENTWISE_OPS, MATRIX, REGION_OPS, TRANSCENDENTAL_OPS, OpCost
 from ..shapes import type_info
 
 FUSION_POLICIES = ("xla-gpu", "xla-tpu", "none")
@@ -111,19 +111,8 @@ COLLECTIVE_OPS = frozenset(
 )
 GEMM_OPS = frozenset({"stablehlo.dot_general", "stablehlo.dot", "stablehlo.einsum", "stablehlo.unary_einsum", "chlo.ragged_dot"})
 CONV_OPS = frozenset({"stablehlo.convolution", "stablehlo.dynamic_conv"})
-REGION_BOUNDARY_OPS = frozenset(
-    {
-        "stablehlo.while",
-        "stablehlo.case",
-        "stablehlo.if",
-        "stablehlo.composite",
-        "stablehlo.async_start",
-        "chlo.scan",
-        "func.call",
-        "sdy.manual_computation",
-        "sdy.named_computation",
-    }
-)
+# Region ops the engine recurses into: kernel boundaries, their bodies formed apart.
+REGION_BOUNDARY_OPS = REGION_OPS
 # Zero-flop producers that XLA duplicates into every consumer fusion.
 DUPLICABLE_OPS = frozenset(
     {"stablehlo.constant", "stablehlo.iota", "stablehlo.broadcast_in_dim", "stablehlo.broadcast", "stablehlo.reshape", "mhlo.bitcast"}
