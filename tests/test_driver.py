@@ -574,3 +574,26 @@ def test_counts_beyond_int64_are_f64_with_a_warning(capsys, tmp_path):
     assert elements > 2**63 - 1
     assert "warning: counts beyond int64" in err
     assert "flops = 1.8889465931478585E+22 : f64" in out  # one flop per element, as f64
+
+
+def test_diagnostics_of_serialized_inputs_name_the_op_not_file_0_0(capsys, tmp_path, monkeypatch):
+    """Issue 12 item 18: bytecode of a JAX-style export (name locations, unknown
+    locations, positions of text once piped through stdin) gives useful locations."""
+    text = (
+        "func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {\n"
+        "  %0 = stablehlo.custom_call @mystery_a(%arg0) : (tensor<8xf32>) -> tensor<8xf32> loc(unknown)\n"
+        '  %1 = stablehlo.custom_call @mystery_b(%0) : (tensor<8xf32>) -> tensor<8xf32> loc("jit(f)/mystery_b")\n'
+        "  %2 = stablehlo.custom_call @mystery_c(%1) : (tensor<8xf32>) -> tensor<8xf32>\n"
+        "  return %2 : tensor<8xf32>\n"
+        "}\n"
+    )
+    bc = tmp_path / "m.mlirbc"
+    rc, _, _ = run(capsys, "-", "--emit-bytecode", "-o", bc, stdin=text.encode(), monkeypatch=monkeypatch)
+    assert rc == 0
+    rc, _, err = run(capsys, bc, "--annotate-cost", "-o", tmp_path / "out.mlir")
+    assert rc == 0
+    assert ":0:0" not in err
+    lines = err.splitlines()
+    assert f"{bc}: warning: 'stablehlo.custom_call' not costed: custom_call target 'mystery_a'" in lines[0]
+    assert lines[1].startswith(f"{bc}: warning:") and lines[1].endswith('(at "jit(f)/mystery_b")')
+    assert lines[2].startswith(f"{bc}: warning:") and lines[2].endswith('(at "<stdin>:4:8 of the input it was made from")')

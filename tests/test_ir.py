@@ -196,3 +196,34 @@ func.func public @rec(%x: tensor<4xf32>) -> tensor<4xf32> {
         assert "func.call" not in names
         assert names.count("stablehlo.negate") == 2 and names.count("stablehlo.exponential") == 2
         assert module.verify()
+
+
+def test_locations_without_a_file_position_are_never_file_0_0(ctx):
+    """Serialized exports carry unknown or name-only locations: the diagnostic names the
+    file alone (no made-up `:0:0`) plus the location's name (JAX's op path) when it has one."""
+    diags = cir.DiagnosticEngine("model.mlirbc")
+    with ctx:
+        unknown = ir.Location.unknown()
+        named = ir.Location.name("jit(f)/jit(main)/dot_general", childLoc=unknown)
+        in_call = ir.Location.callsite(named, [ir.Location.file("caller.py", 3, 1)])
+        zero = ir.Location.file("m.mlir", 0, 0)
+        assert diags.warning(unknown, "look").render() == "model.mlirbc: warning: look"
+        assert diags.warning(named, "look").render() == 'model.mlirbc: warning: look (at "jit(f)/jit(main)/dot_general")'
+        assert diags.warning(zero, "look").render() == "model.mlirbc: warning: look"
+        assert cir.format_location(named, "") == "jit(f)/jit(main)/dot_general"
+        assert cir.format_location(in_call, "") == "jit(f)/jit(main)/dot_general"
+        assert cir.format_location(zero, "?") == "?"
+
+
+def test_stdin_positions_of_an_earlier_run_are_not_passed_off_as_this_input(ctx):
+    with ctx:
+        old = ir.Location.file("<stdin>", 11, 20)
+    # Read from a file: `<stdin>:11:20` belongs to the stream an earlier run read.
+    d = cir.DiagnosticEngine("saved.mlirbc").warning(old, "look")
+    assert d.render() == 'saved.mlirbc: warning: look (at "<stdin>:11:20 of the input it was made from")'
+    # Text read from stdin now: the position is this input's own.
+    assert cir.DiagnosticEngine("<stdin>").warning(old, "look").render() == "<stdin>:11:20: warning: look"
+    # Bytecode read from stdin: its positions are an earlier run's.
+    diags = cir.DiagnosticEngine("<stdin>")
+    diags.input_is_bytecode = True
+    assert diags.warning(old, "look").render() == '<stdin>: warning: look (at "<stdin>:11:20 of the input it was made from")'

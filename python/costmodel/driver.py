@@ -447,7 +447,11 @@ class Runner:
     def run(self, data: bytes, prep: Prepared) -> ChunkResult:
         from costmodel.ir import InputError, ir, load_module, print_module
 
+        from costmodel.ir import MLIR_BYTECODE_MAGIC
+
         opts, diags, session = self.opts, prep.diags, prep.session
+        # File positions in bytecode come from the text an earlier run read, not from this input.
+        diags.input_is_bytecode = data.startswith(MLIR_BYTECODE_MAGIC)
         with prep.ctx:
             try:
                 module = load_module(prep.ctx, data, self.source_name)

@@ -74,6 +74,7 @@ __all__ = [
     "load_module",
     "print_module",
     "format_location",
+    "location_name",
     "location_parts",
     "Diagnostic",
     "DiagnosticEngine",
@@ -156,13 +157,32 @@ def location_parts(loc: ir.Location) -> tuple[str, int, int] | None:
     return None
 
 
+def location_name(loc: ir.Location) -> str | None:
+    """The first name inside `loc` (JAX's op path such as `jit(f)/jit(main)/dot_general`,
+    or an argument name), or None: what identifies an op of a serialized export whose
+    locations carry no file position."""
+    tid = loc.typeid
+    if tid == ir.NameLoc.static_typeid:
+        name = ir.NameLoc(loc)
+        return name.name_str or location_name(name.child_loc)
+    if tid == ir.CallSiteLoc.static_typeid:
+        return location_name(ir.CallSiteLoc(loc).callee)
+    if tid == ir.FusedLoc.static_typeid:
+        for sub in ir.FusedLoc(loc).locations:
+            found = location_name(sub)
+            if found:
+                return found
+    return None
+
+
 def format_location(loc: ir.Location | None, fallback: str = "<unknown>") -> str:
-    """`file:line:col` as mlir-opt prints it, or `fallback` for unknown locations."""
+    """`file:line:col` as mlir-opt prints it; else the location's name (serialized JAX
+    exports: `jit(f)/jit(main)/dot_general`); else `fallback` for unknown locations."""
     if loc is None:
         return fallback
     parts = location_parts(loc)
-    if parts is None:
-        return fallback
+    if parts is None or parts[1] <= 0:
+        return location_name(loc) or fallback
     return f"{parts[0]}:{parts[1]}:{parts[2]}"
 
 
@@ -174,10 +194,23 @@ class Diagnostic:
     col: int
     message: str
     notes: list["Diagnostic"] = dataclasses.field(default_factory=list)
+    name: str | None = None  # the location's name when it has no file position
+
+    def where(self) -> str:
+        """`file:line:col: `; with no file position (unknown or name-only locations of
+        serialized exports) the file alone, never a made-up `file:0:0`."""
+        if self.file is None:
+            return ""
+        if self.line > 0:
+            return f"{self.file}:{self.line}:{self.col}: "
+        return f"{self.file}: "
+
+    def text(self) -> str:
+        """The message, with the location's name when that is all that identifies the op."""
+        return f'{self.message} (at "{self.name}")' if self.name else self.message
 
     def render(self) -> str:
-        where = f"{self.file}:{self.line}:{self.col}: " if self.file is not None else ""
-        text = f"{where}{self.severity}: {self.message}"
+        text = f"{self.where()}{self.severity}: {self.text()}"
         for note in self.notes:
             text += "\n" + note.render()
         return text
@@ -193,12 +226,20 @@ class DiagnosticEngine:
 
     def __init__(self, source_name: str = "<stdin>") -> None:
         self.source_name = source_name
+        self.input_is_bytecode = False  # then a `<stdin>` position is an earlier run's
         self.diagnostics: list[Diagnostic] = []
 
     def _make(self, severity: str, loc: ir.Location | None, message: str) -> Diagnostic:
         parts = location_parts(loc) if loc is not None else None
-        if parts is None:
-            return Diagnostic(severity, self.source_name if loc is not None else None, 0, 0, message)
+        if parts is None or parts[1] <= 0:
+            name = location_name(loc) if loc is not None else None
+            return Diagnostic(severity, self.source_name if loc is not None else None, 0, 0, message, name=name)
+        if parts[0] == "<stdin>" and (self.source_name != "<stdin>" or self.input_is_bytecode):
+            # A file written by an earlier run that read stdin: that stream is gone, so
+            # `<stdin>:L:C` would point nowhere. Name the file we read and keep the old
+            # position as a hint.
+            return Diagnostic(severity, self.source_name, 0, 0, message,
+                              name=f"<stdin>:{parts[1]}:{parts[2]} of the input it was made from")
         return Diagnostic(severity, parts[0], parts[1], parts[2], message)
 
     def emit(self, severity: str, loc: ir.Location | None, message: str) -> Diagnostic:

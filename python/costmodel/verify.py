@@ -87,8 +87,7 @@ def verify_diagnostics(chunk: bytes, source_name: str, diagnostics, *, only_expe
         if hit is not None:
             hit.matched = True
         elif d.severity != "note" and not only_expected:
-            where = f"{d.file}:{d.line}:{d.col}: " if d.file else ""
-            problems.append(f"{where}error: unexpected {d.severity}: {d.message}")
+            problems.append(f"{d.where()}error: unexpected {d.severity}: {d.text()}")
     for e in expected:
         if not e.matched:
             problems.append(
