@@ -214,6 +214,10 @@ class CostEngine:
         # "xla-gpu", "xla-tpu"; "given" is chosen for modules XLA already fused.
         self.fusion = fusion
         self.policy = fusion
+        if fusion == "none" and getattr(backend, "kernels_only", False):
+            # a backend that measures or learns kernels (profiled, learned): every op is
+            # handed over as a kernel of its own (formation policy "none": no fusion)
+            self.fusion = "ops"
         self._next_kernel = 0
         self._leaf_cache: dict = {}
         # Kernel formation does not depend on the hardware or the backend: callers that
@@ -235,6 +239,7 @@ class CostEngine:
         self._i64 = None
         self._backend_attr = None
         self._decomp_cache: dict = {}
+        self.program_overhead_ns = 0.0
 
     # -- attributes -----------------------------------------------------------
     def _cnt(self, value: int):
@@ -293,6 +298,13 @@ class CostEngine:
                 if vis is None or ir.StringAttr(vis).value == "public":
                     total.add(t)
                     entries.append(name)
+            # backends that predict a whole program's run (profiled, learned) add what it
+            # pays once (one invocation of the runtime) on top of its kernels
+            overhead = getattr(self.backend, "program_overhead_ns", None)
+            self.program_overhead_ns = float(overhead()) if overhead is not None and entries else 0.0
+            if self.program_overhead_ns:
+                total.time_ns += self.program_overhead_ns
+                total.time_by_bound["overhead"] += self.program_overhead_ns
             self._write_summary(module, total, entries)
             from . import ir as ir_mod
 
@@ -327,6 +339,13 @@ class CostEngine:
             d["fusion"] = ir.StringAttr.get(self.policy)
             d["kernel_count"] = self._cnt(total.kernel_count)
             d["kernel_bytes"] = self._cnt(total.kernel_bytes)
+        if self.program_overhead_ns:
+            d["program_overhead_ns"] = f64_attr(self.program_overhead_ns)
+        stats = getattr(self.backend, "summary_stats", None)
+        if stats is not None:  # e.g. profiled: kernels measured / from cache / fallen back
+            d["backend_stats"] = ir.DictAttr.get(
+                {k: (f64_attr(v) if isinstance(v, float) else self._cnt(int(v))) for k, v in sorted(stats().items())}
+            )
         if self.unsupported_ops:
             d["unsupported_ops"] = ir.DictAttr.get(
                 {k: self._cnt(v) for k, v in sorted(self.unsupported_ops.items())}
@@ -607,6 +626,12 @@ class CostEngine:
             per.transcendentals += t.transcendentals
         return per
 
+    def _host_sync_ns(self) -> float:
+        """What one host round trip costs with this backend (0 for device-side control
+        flow; profiled/learned: IREE reads a loop condition or branch predicate back)."""
+        fn = getattr(self.backend, "host_sync_ns", None)
+        return float(fn()) if fn is not None else 0.0
+
     def _scan_length(self, op) -> int:
         return _scan_length_of(op)
 
@@ -642,6 +667,12 @@ class CostEngine:
             body = self.region_totals(op.regions[1])
             trip = infer_trip_count(op)
             t = Totals()
+            # a runtime that evaluates the condition on the host (IREE) waits for the
+            # device once per iteration: the backend says what that round trip costs
+            sync = self._host_sync_ns() * (trip if trip is not None else 1)
+            if sync:
+                t.time_ns += sync
+                t.time_by_bound["overhead"] += sync
             if trip is None:
                 self.diags.warning(
                     op.location,
@@ -660,18 +691,21 @@ class CostEngine:
             # XLA HandleConditional: the maximum over the branches, per property.
             branches = [self.region_totals(r) for r in op.regions]
             t = Totals()
+            sync = self._host_sync_ns()  # the predicate read back on the host (IREE)
+            t.time_ns = sync
             for b in branches:
                 t.flops = max(t.flops, b.flops)
                 t.transcendentals = max(t.transcendentals, b.transcendentals)
                 t.bytes_read = max(t.bytes_read, b.bytes_read)
                 t.bytes_written = max(t.bytes_written, b.bytes_written)
-                t.time_ns = max(t.time_ns, b.time_ns)
+                t.time_ns = max(t.time_ns, b.time_ns + sync)
                 for k, v in b.time_by_bound.items():
                     t.time_by_bound[k] = max(t.time_by_bound[k], v)
                 t.unsupported = max(t.unsupported, b.unsupported)
                 # the launches of the branch that runs (kernel formation on): the largest
                 t.kernel_count = max(t.kernel_count, b.kernel_count)
                 t.kernel_bytes = max(t.kernel_bytes, b.kernel_bytes)
+            t.time_by_bound["overhead"] += sync
             self._set_totals_attr(op, t)
             return t
         if name == "chlo.scan":

@@ -25,8 +25,10 @@ Rules (the why and the XLA sources are in docs/kernels.md):
 6. Tree reductions (GPU): a reduction whose reduced extent exceeds XLA's race-free
    bound (rows: 16384 elements, columns: 4096) runs as two kernels.
 
-`policy` is "xla-gpu", "xla-tpu" or "given" (a module already compiled by XLA: every
-`mhlo.fusion`, convolution, copy and collective is one kernel, nothing is re-fused).
+`policy` is "xla-gpu", "xla-tpu", "given" (a module already compiled by XLA: every
+`mhlo.fusion`, convolution, copy and collective is one kernel, nothing is re-fused) or
+"none" (every op a kernel of its own: what backends that measure or learn kernels get
+with `fusion=none`).
 """
 
 from __future__ import annotations
@@ -352,7 +354,7 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
             g.hero[i] = i
 
     g.operand_nodes = operand_nodes
-    if n <= MAX_ANCESTRY_NODES and policy != "given":
+    if n <= MAX_ANCESTRY_NODES and policy not in ("given", "none"):
         anc = [0] * n
         for j in range(n):
             a = 1 << j
@@ -364,7 +366,7 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
         g.mask = [1 << j for j in range(n)]
     duplicated: list[tuple[int, int]] = []  # (group at the time, duplicated node)
     absorbed = [False] * n
-    if policy not in ("given",):
+    if policy not in ("given", "none"):
         _producer_consumer(nodes, g, users, external_use, duplicated, absorbed, policy)
         _sibling_fusion(nodes, g, users, operand_nodes, policy)
 
