@@ -99,6 +99,8 @@ def main(argv=None) -> int:
         pred = [r["pred_ns"][lab] for r in rows]
         kc = sum(r["summary"][lab].get("kernel_count", 0) for r in rows)
         print(f"MAPE {lab:<18} {mape(pred, meas):6.1f}%   Spearman {spearman(pred, meas):+.3f}   kernels {int(kc)}")
+    noise = mape([r["after_ns"] for r in rows], [r["before_ns"] for r in rows])
+    print(f"noise floor: the second whole-program measurement differs from the first by {noise:.1f}% (MAPE)")
     fb = sum(r["summary"][lab].get("kernels_fallback", 0) for r in rows for lab in labels if lab.startswith("profiled"))
     print(f"\nprofiled kernels that fell back to calibrated: {int(fb)}; wall time {time.time() - t_start:.0f} s")
     if args.json:

@@ -91,7 +91,7 @@ INFO = register_pass(
                 str,
                 "",
                 "kernel formation: xla-gpu, xla-tpu or none (every op its own kernel); default: the "
-                "compiler that targets the hardware (TPU: xla-tpu, cpu: none, GPUs: xla-gpu)",
+                "compiler that targets the hardware (TPU and host-cpu: xla-tpu, cpu: none, GPUs: xla-gpu)",
             ),
             PassOption(
                 "inline",

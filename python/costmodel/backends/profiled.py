@@ -51,11 +51,9 @@ def host_spec_for_threads(hardware: HardwareSpec, threads: int) -> HardwareSpec:
     return parse_hardware(host_cpu_json(threads=threads), f"host-cpu (generated, {threads} workers)")
 
 
-def require_host(backend: str, hardware: HardwareSpec) -> None:
+def require_host(backend: str, hardware: HardwareSpec, what: str = "measures on this machine") -> None:
     if hardware.name != "host-cpu":
-        raise BackendError(
-            f"backend '{backend}' measures on this machine: use hardware=host-cpu (got '{hardware.name}')"
-        )
+        raise BackendError(f"backend '{backend}' {what}: use hardware=host-cpu (got '{hardware.name}')")
 
 
 def make_fallback(name: str, hardware: HardwareSpec):
@@ -79,6 +77,8 @@ def roofline_bound(hardware: HardwareSpec, kernel, time_ns: float, floor_ns: flo
 
 
 class ProfiledBackend:
+    """Every kernel measured on this CPU with IREE llvm-cpu (local-task), cached; hardware=host-cpu."""
+
     name = "profiled"
     options = {o.name: o.help for o in OPTIONS}
     # with fusion=none the engine hands every op over as a kernel of its own

@@ -175,12 +175,16 @@ def op_class(name: str) -> str:
 
 
 def default_policy_for(hardware_name: str) -> str:
-    """The compiler that targets this hardware: TPUs -> xla-tpu, the host CPU spec -> none
-    (no CPU fusion model yet), every GPU -> xla-gpu."""
+    """The compiler that targets this hardware: TPUs -> xla-tpu, the generic CPU spec ->
+    none (no CPU fusion model), every GPU -> xla-gpu. `host-cpu` (this machine, whose
+    programs the profiled/learned backends time with IREE llvm-cpu) -> xla-tpu: of the
+    three formations it is the closest to IREE's dispatches on the held-in workloads
+    (conv/matmul with their elementwise epilogues in one dispatch; benchmarks/
+    profiled_eval.py, docs/backends.md)."""
     low = hardware_name.lower()
-    if low.startswith("tpu"):
+    if low.startswith("tpu") or low == "host-cpu":
         return "xla-tpu"
-    if low in ("cpu", "host-cpu"):
+    if low == "cpu":
         return "none"
     return "xla-gpu"
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from ..ir import ir
 from ..shapes import TensorInfo, type_info
 
-__all__ = ["NotStandalone", "KernelProgram", "kernel_program", "program_from_ops", "SMALL_CONSTANT_BYTES"]
+__all__ = ["NotStandalone", "KernelProgram", "kernel_program", "program_from_ops", "standalone_problem", "SMALL_CONSTANT_BYTES"]
 
 # Constants up to this size are cloned into the kernel (a compiler inlines them); larger
 # ones are arguments (weights).
@@ -112,22 +112,13 @@ def program_from_ops(ops: list, outputs_of: list | None = None) -> KernelProgram
     """Clone `ops` (one block's ops, in program order) into `func.func @main`."""
     if not ops:
         raise NotStandalone("no ops")
-    for op in ops:
-        for inner in _self_and_nested(op):
-            name = inner.name
-            if name in _NOT_ALONE:
-                raise NotStandalone(f"'{name}': {_NOT_ALONE[name]}")
-            if not name.startswith(_STANDALONE_DIALECTS) and inner is not op and name not in ("func.return",):
-                raise NotStandalone(f"'{name}' is no StableHLO/CHLO op")
-        if not op.name.startswith(_STANDALONE_DIALECTS):
-            raise NotStandalone(f"'{op.name}' is no StableHLO/CHLO op")
+    _check_ops(ops)
     outputs_of = ops if outputs_of is None else outputs_of
     ctx = ops[0].context
     produced = set()
     for op in ops:
         for r in op.results:
             produced.add(r)
-    member_ids = {id(op) for op in ops}
     # the member ops themselves, to tell inside uses from outside ones (an ir.Operation
     # compares equal to another handle of the same op)
     members = list(ops)
@@ -203,6 +194,31 @@ def program_from_ops(ops: list, outputs_of: list | None = None) -> KernelProgram
     del module
     sig = hashlib.sha256(text.encode()).hexdigest()
     return KernelProgram(text, sig, arg_infos, res_infos, [op.name for op in ops])
+
+
+def _check_ops(ops) -> None:
+    for op in ops:
+        for inner in _self_and_nested(op):
+            name = inner.name
+            if name in _NOT_ALONE:
+                raise NotStandalone(f"'{name}': {_NOT_ALONE[name]}")
+            if not name.startswith(_STANDALONE_DIALECTS) and inner is not op and name not in ("func.return",):
+                raise NotStandalone(f"'{name}' is no StableHLO/CHLO op")
+        if not op.name.startswith(_STANDALONE_DIALECTS):
+            raise NotStandalone(f"'{op.name}' is no StableHLO/CHLO op")
+        for r in op.results:
+            _check_type(r.type, f"a value of '{op.name}'")
+
+
+def standalone_problem(kernel) -> str | None:
+    """Why the kernel cannot run alone (None: it can), without building its program."""
+    if getattr(kernel, "given", False):
+        return "a fusion XLA already formed (mhlo.fusion)"
+    try:
+        _check_ops(list(kernel.ops) + list(kernel.duplicated))
+    except NotStandalone as err:
+        return str(err)
+    return None
 
 
 def _defined_inside(value, op) -> bool:
