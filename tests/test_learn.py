@@ -199,3 +199,31 @@ def test_learn_cli_train_and_eval(tmp_path, capsys, profile_cache):
     assert cli.main(["learn", "train", str(data), "--out", str(model), "--test-fraction", "1.5"]) == 1
     assert cli.main(["learn", "collect", "--out", str(tmp_path / "x.jsonl"), "--families", "nope"]) == 1
     assert "unknown program family 'nope'" in capsys.readouterr().err
+
+
+def test_the_shipped_model_predicts_without_measuring(profile_cache):
+    from costmodel.backends.learned import shipped_model_path
+    from costmodel.ir import attr_number, ir
+    from costmodel.learn.model import TreeModel
+    from costmodel.passes.annotate_cost import annotate_module
+
+    model = TreeModel.load(shipped_model_path())  # pure Python: no scikit-learn needed
+    assert model.trees and set(model.features) <= set(FEATURE_NAMES)
+    assert model.meta["invocation_ns"] > 0 and model.meta["training_programs"]
+    text = """\
+func.func @main(%x: tensor<128x256xf32>, %w: tensor<256x64xf32>) -> tensor<128x64xf32> {
+  %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<128x256xf32>, tensor<256x64xf32>) -> tensor<128x64xf32>
+  %1 = stablehlo.tanh %0 : tensor<128x64xf32>
+  return %1 : tensor<128x64xf32>
+}
+"""
+    ctx = make_context()
+    module = load_module(ctx, text, "<test>")
+    annotate_module(module, DiagnosticEngine("<test>"), hardware="host-cpu", backend="learned")
+    with ctx:
+        s = ir.DictAttr(module.attributes["costmodel.summary"])
+        assert ir.StringAttr(s["fusion"]).value == "xla-tpu"  # host-cpu's default formation
+        total = attr_number(s["total_time_ns"])
+        assert attr_number(ir.DictAttr(s["backend_stats"])["kernels_predicted"]) == 1
+    assert model.meta["invocation_ns"] < total < 1e9
+    assert not (profile_cache / "profiles.sqlite3").exists()

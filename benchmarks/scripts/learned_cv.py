@@ -22,6 +22,8 @@ CANDIDATES = {
     "roofline d4 huber": ("roofline", 1000.0, {"n_estimators": 400, "max_depth": 4, "learning_rate": 0.05, "subsample": 0.8, "min_samples_leaf": 5, "loss": "huber", "alpha": 0.8}),
     "roofline d7": ("roofline", 1000.0, {"n_estimators": 600, "max_depth": 7, "learning_rate": 0.05, "subsample": 0.8, "min_samples_leaf": 2}),
     "roofline d6 800": ("roofline", 1000.0, {"n_estimators": 800, "max_depth": 6, "learning_rate": 0.05, "subsample": 0.8, "min_samples_leaf": 2}),
+    "roofline d7 300 lr.1": ("roofline", 1000.0, {"n_estimators": 300, "max_depth": 7, "learning_rate": 0.1, "subsample": 0.8, "min_samples_leaf": 2}),
+    "roofline d6 400 lr.08": ("roofline", 1000.0, {"n_estimators": 400, "max_depth": 6, "learning_rate": 0.08, "subsample": 0.8, "min_samples_leaf": 2}),
     "roofline d5 floor5us": ("roofline", 5000.0, {"n_estimators": 600, "max_depth": 5, "learning_rate": 0.05, "subsample": 0.8, "min_samples_leaf": 3}),
 }
 

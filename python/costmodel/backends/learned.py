@@ -13,7 +13,7 @@ model (the machine it learned), so a prediction does not depend on this host's
 measurements. Kernels that cannot run alone (custom calls, kernels XLA formed) fall
 back to `calibrated` (or `roofline`), marked `profile = "fallback"`.
 
-The shipped model (`costmodel/data/models/host-cpu.json`) was trained on one machine
+The shipped model (`costmodel/data/models/host-cpu.json.gz`) was trained on one machine
 (its `meta.device`); on another CPU it still predicts, and says so in each kernel's
 `model_device` detail.
 """
@@ -32,7 +32,7 @@ OPTIONS = (
     Option("fallback", str, "calibrated", "backend of kernels that cannot run alone", choices=("calibrated", "roofline")),
 )
 
-SHIPPED_MODEL = "host-cpu.json"
+SHIPPED_MODEL = "host-cpu.json.gz"
 
 
 def shipped_model_path() -> str:

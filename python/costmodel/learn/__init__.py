@@ -1,5 +1,10 @@
-"""The learned cost model (issue 11): features of a kernel's MLIR, a gradient-boosted
-tree model trained on kernels measured by the profiled backend, and its corpus.
+"""The learned cost model (issue 11; docs/learned-model.md): features of a kernel's
+MLIR, gradient-boosted trees trained on kernels the profiled backend measured.
 
-- `programs`: JAX-made programs (held-in workloads, the random corpus)
+- `features`: kernel -> feature dict (`FEATURE_NAMES`), token sequence
+- `model`: `TreeModel` (scikit-learn training, JSON trees, pure-Python prediction)
+- `dataset`: the JSON-lines dataset, `collect()` (`costmodel learn collect`)
+- `train`: `train_model` / `evaluate_model` (split by program; `costmodel learn train|eval`)
+- `programs`: JAX-made programs: the held-in workloads and the random corpus
+The backend itself is `costmodel.backends.learned`.
 """
