@@ -309,7 +309,9 @@ class OutputSet:
             raise OutputError(directory, _reason(err)) from None
         try:
             os.chmod(staged, 0o777 & ~_umask())
-            for name, data in files.items():
+            from .progress import progress
+
+            for name, data in progress(files.items(), total=len(files), desc="writing", unit="file"):
                 with open(os.path.join(staged, name), "wb") as fh:
                     if callable(data):  # a writer streaming a large file: data(fh)
                         data(fh)

@@ -213,9 +213,24 @@ def _roofline(system_json: dict | None):
     return bw, peak
 
 
+_EVERYONE: dict[int, tuple] = {}
+
+
+def _everyone(num_ranks: int) -> tuple:
+    """range(num_ranks) as a tuple, built once per rank count (not once per rank: a
+    1M-NPU system would make that quadratic)."""
+    hit = _EVERYONE.get(num_ranks)
+    if hit is None:
+        _EVERYONE.clear()
+        hit = _EVERYONE[num_ranks] = tuple(range(num_ranks))
+    return hit
+
+
 def convert_nodes(nodes: list, rank: int, num_ranks: int, groups: dict, roofline=None) -> list[SimNode]:
     out = []
-    everyone = tuple(range(num_ranks))
+    if not nodes:
+        return out
+    everyone = _everyone(num_ranks)
     for n in nodes:
         attrs = {a.name: a for a in n.attr}
         deps = list(n.data_deps) + [d for d in n.ctrl_deps]
@@ -283,7 +298,9 @@ def load_trace_dir(directory: str, *, full: bool = False) -> TraceDir:
     per_rank = {}
     if full is False and manifest and manifest.get("prefix") == prefix:
         per_rank = {int(r.get("rank", -1)): r for r in manifest.get("per_rank") or [] if isinstance(r, dict)}
-    for rank in range(num_ranks):
+    from .progress import progress
+
+    for rank in progress(range(num_ranks), total=num_ranks, desc="simulate: reading", unit="rank"):
         path = os.path.join(directory, f"{prefix}.{rank}.et")
         if not os.path.exists(path):
             raise SimulationError(f"{path}: missing (the trace has {num_ranks} ranks)")
@@ -595,8 +612,17 @@ def simulate(
     for st in states:
         issue(st, 0)
 
+    from .progress import progress
+
+    bar = progress(None, total=sum(len(st.nodes) for st in states), desc="simulate", unit="node", min_total=200_000)
+    tick = 0
     while events:
         t, _, kind, args = heapq.heappop(events)
+        if bar is not None:
+            tick += 1
+            if tick == 4096:
+                bar.update(tick)
+                tick = 0
         rank, nid, t_start = args
         st = states[rank]
         node = st.nodes[nid]
@@ -610,6 +636,8 @@ def simulate(
         # a collective completion or a delivered message may unblock several ranks at
         # the same time; they are handled by their own events.
 
+    if bar is not None:
+        bar.close()
     stuck = [st for st in states if st.done != len(st.nodes)]
     if stuck:
         st = stuck[0]

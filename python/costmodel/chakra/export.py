@@ -858,7 +858,9 @@ def instantiate(
     counts: list[dict[str, int]] = []
     compute_us: list[int] = []
     COMP, COLL, SEND, RECV = pb.COMP_NODE, pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE
-    for rank in range(num_ranks):
+    from ..progress import progress
+
+    for rank in progress(range(num_ranks), total=num_ranks, desc="chakra: rank graphs", unit="rank"):
         idmap: list = [()] * len(tnodes)
         out: list[pb.Node] = []
         last_comp = last_comm = None
@@ -1181,7 +1183,11 @@ def _export(module, template, system, directory, prefix, granularity, diags, dec
                 "chakra=false to keep the costs and collective totals without a trace (`costmodel predict` "
                 "simulates such a loop in memory), or export the program with a smaller trip count"
             )
-    for rank, nodes in enumerate(graphs.nodes):
+    from ..progress import progress
+
+    for rank, nodes in progress(
+        enumerate(graphs.nodes), total=num_ranks, desc="chakra: encoding", unit="rank"
+    ):
         meta = make_metadata({"generator": GENERATOR, "rank": rank, "num_ranks": num_ranks})
         name = f"{prefix}.{rank}.et"
         entry = {
@@ -1269,7 +1275,7 @@ def _streamed_trace(meta, nodes: list, rank_loops: list, entry: dict):
 
     def write(fh) -> None:
         from .io import encode_varint
-        from .loops import NodeEncoder, expand_ids
+        from .loops import NodeEncoder, expand_ids, expanded_count
 
         enc = NodeEncoder()
         head = meta.SerializeToString()
@@ -1288,7 +1294,12 @@ def _streamed_trace(meta, nodes: list, rank_loops: list, entry: dict):
         buf = []
         size = 0
         k = 0
-        for node, new_id, dep, mult in expand_ids(nodes, loops):
+        from ..progress import progress
+
+        total = expanded_count(len(nodes), loops)
+        stream = progress(expand_ids(nodes, loops), total=total, desc=f"chakra: {entry['file']}", unit="node",
+                          min_total=100_000)
+        for node, new_id, dep, mult in stream:
             while k < len(skip) and new_id >= skip[k][1]:
                 if spans[k][1] is None:
                     spans[k][1] = pos + size
