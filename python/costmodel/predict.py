@@ -327,7 +327,7 @@ def _predict(
                     if trace_dir:
                         report = simulate_dir(result.directory, system=spec, record=True)
                     else:
-                        report = simulate_graphs(result.graphs.nodes, result.graphs.comm_groups, spec)
+                        report = simulate_graphs(result.graphs.nodes, result.graphs.comm_groups, spec, loops=result.graphs.loops)
                     if trace_dir:
                         from .outputs import write_file
                         from .perfetto import chrome_trace_bytes
