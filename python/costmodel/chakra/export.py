@@ -858,6 +858,7 @@ def instantiate(
     counts: list[dict[str, int]] = []
     compute_us: list[int] = []
     COMP, COLL, SEND, RECV = pb.COMP_NODE, pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE
+    protos: dict = {}  # template node (and group) -> its node without id and deps
     from ..progress import progress
 
     for rank in progress(range(num_ranks), total=num_ranks, desc="chakra: rank graphs", unit="rank"):
@@ -894,16 +895,22 @@ def instantiate(
             comm_before = comm_ns
             deps = resolve(tn.deps)
             if tn.kind == "comp":
-                n = pb.Node(id=len(out), name=tn.name, type=COMP, duration_micros=tn.duration_us)
+                proto = protos.get(tn.idx)
+                if proto is None:  # the same on every rank: built once, copied (C) per rank
+                    proto = pb.Node(name=tn.name, type=COMP, duration_micros=tn.duration_us)
+                    _attr(proto, "is_cpu_op", bool_val=False)
+                    _attr(proto, "num_ops", int64_val=max(1, tn.flops))
+                    _attr(proto, "tensor_size", int64_val=max(1, tn.nbytes))
+                    _attr(proto, "op_count", int64_val=tn.op_count)
+                    if tn.kernel_count:
+                        _attr(proto, "kernel_count", int64_val=tn.kernel_count)
+                    protos[tn.idx] = proto
+                n = pb.Node()
+                n.CopyFrom(proto)
+                n.id = len(out)
                 n.data_deps.extend(deps)
                 if last_comp is not None and last_comp not in deps:
                     n.ctrl_deps.append(last_comp)
-                _attr(n, "is_cpu_op", bool_val=False)
-                _attr(n, "num_ops", int64_val=max(1, tn.flops))
-                _attr(n, "tensor_size", int64_val=max(1, tn.nbytes))
-                _attr(n, "op_count", int64_val=tn.op_count)
-                if tn.kernel_count:
-                    _attr(n, "kernel_count", int64_val=tn.kernel_count)
                 last_comp = n.id
                 out.append(n)
                 idmap[tn.idx] = (n.id,)
@@ -916,16 +923,23 @@ def instantiate(
                 if g is None or len(g) < 2:
                     idmap[tn.idx] = tuple(deps)
                     continue
-                n = pb.Node(id=len(out), name=tn.name, type=COLL)
                 t_ns = priced(tn.comm_kind, tn.comm_bytes, g)
                 comm_ns += t_ns
-                if tn.comm_kind == "collective_broadcast":
-                    n.duration_micros = math.floor(t_ns / 1000.0 + 0.5)
-                _attr(n, "is_cpu_op", bool_val=False)
-                _attr(n, "comm_type", int64_val=COMM_TYPE_OF_KIND[tn.comm_kind])
-                _attr(n, "comm_size", int64_val=tn.comm_bytes)
-                if not _group_full(g, num_ranks):
-                    _attr(n, "pg_name", string_val=group_ids[tuple(g)])
+                key = (tn.idx, id(g))  # every member of a group shares its list `g`
+                proto = protos.get(key)
+                if proto is None:
+                    proto = pb.Node(name=tn.name, type=COLL)
+                    if tn.comm_kind == "collective_broadcast":
+                        proto.duration_micros = math.floor(t_ns / 1000.0 + 0.5)
+                    _attr(proto, "is_cpu_op", bool_val=False)
+                    _attr(proto, "comm_type", int64_val=COMM_TYPE_OF_KIND[tn.comm_kind])
+                    _attr(proto, "comm_size", int64_val=tn.comm_bytes)
+                    if not _group_full(g, num_ranks):
+                        _attr(proto, "pg_name", string_val=group_ids[tuple(g)])
+                    protos[key] = proto
+                n = pb.Node()
+                n.CopyFrom(proto)
+                n.id = len(out)
                 created.append(n)
             else:
                 pairs = tn.pairs or []
@@ -1426,8 +1440,11 @@ def run_from_pass(module: ir.Operation, system, options: dict, session) -> Expor
         if "idle" in w:
             session.messages.append(f"chakra: note: {w}")
     if options.get("simulate"):
-        from ..simulate import simulate_dir
+        from ..simulate import simulate_graphs
 
-        report = simulate_dir(result.staged or result.directory, system=system)
+        # The graphs just written are still in memory: simulate them as `costmodel
+        # simulate DIR` would read them back (tested equal), without the round trip.
+        report = simulate_graphs(result.graphs.nodes, result.graphs.comm_groups, system, loops=result.graphs.loops)
+        report.directory = result.directory
         session.messages.append("simulate: " + report.one_line())
     return result
