@@ -120,13 +120,12 @@ def prepare(module) -> Prepared:
     ops = list(walk_ops(module))
     clone = module.clone()
     clone_ops = list(walk_ops(clone))
-    names = set()
     with module.context:
         clone.location = ir.Location.file(MARKER, 0, 0)
         for i, op in enumerate(clone_ops):
             op.location = ir.Location.file(MARKER, i + 1, 0)
-            names.add(op.name)
         _strip_shardy(clone, clone_ops)
+    names = {op.name for op in walk_ops(clone)}
     text = print_module(clone, debug_info=True)
     return Prepared(text=text, ops=ops, module=module, names=names)
 
