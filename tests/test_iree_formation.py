@@ -154,6 +154,13 @@ def test_every_op_is_placed_and_counted():
         formed += 1
     assert sum(placement.values()) == formed
     assert placement["unmapped"] == 0
+    # and every IREE region is run by a kernel: outside the loop 4 dispatches (GEMM +
+    # tanh, convolution, reduction, gather) and the concatenate's 2 transfers; the loop
+    # body's 1 dispatch runs 5 times
+    s = summary(module)
+    assert s["iree_regions_without_kernel"] == 0
+    assert (s["iree_dispatch_regions"], s["iree_transfers"]) == (4 + 1, 2)
+    assert s["kernel_count"] == 4 + 2 + 5 * 1
     # the loop counter (compare, increment) becomes IREE's scf.for: host work
     assert placement["host"] >= 2
     assert not [d for d in diags if d.severity in ("error", "warning")]

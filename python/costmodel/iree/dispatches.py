@@ -36,6 +36,20 @@ TRANSFER_OPS = {
 COLLECTIVE_PREFIX = "flow.collective."
 LOAD = "iree_tensor_ext.dispatch.tensor.load"
 STORE = "iree_tensor_ext.dispatch.tensor.store"
+# Ops of a dispatch body that move or initialise and compute nothing: they carry the
+# location of the dispatch's root, also in a dispatch that only copies for it (the
+# padding of a convolution's input)
+PLUMBING = frozenset(
+    {
+        LOAD,
+        STORE,
+        "tensor.empty",
+        "linalg.fill",
+        "flow.return",
+        "iree_tensor_ext.dispatch.workgroup_count_from_slice",
+        "arith.constant",
+    }
+)
 
 
 @dataclass
@@ -49,6 +63,7 @@ class Region:
     func: str  # the host function (or "initializer")
     traced: set = field(default_factory=set)  # our op indices whose locations are inside
     root: set = field(default_factory=set)  # our op indices of the region op's own location
+    computed: set = field(default_factory=set)  # ... of the ops that compute (not loads, stores, inits)
     bytes_read: int = 0
     bytes_written: int = 0
     dynamic: bool = False  # some load/store has a dynamic shape (its bytes are not counted)
@@ -158,8 +173,11 @@ def _dispatch(op, ordinal, func, hoisted, iree_ir) -> Region:
         for inner in block.operations:
             inner = inner.operation
             for o in [inner, *_walk(inner)]:
-                r.traced |= markers_of(o.location, iree_ir)
+                found = markers_of(o.location, iree_ir)
+                r.traced |= found
                 name = o.name
+                if name not in PLUMBING:
+                    r.computed |= found
                 if name == LOAD:
                     n = _tensor_bytes(o.results[0].type, iree_ir)
                     if n is None:
@@ -182,6 +200,7 @@ def _transfer(op, ordinal, func, hoisted, iree_ir) -> Region:
     r = Region(ordinal=ordinal, name=op.name, kind="transfer", op_name=op.name, func=func, hoisted=hoisted)
     r.root = markers_of(op.location, iree_ir)
     r.traced = set(r.root)
+    r.computed = set(r.root)
     read, write = TRANSFER_OPS[op.name]
 
     tensors = [v.type for v in op.operands if _is_tensor(v.type, iree_ir)]

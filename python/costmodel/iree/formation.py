@@ -7,9 +7,10 @@ dispatch region and transfer of IREE's program is read with the ops of ours it h
 those into `costmodel.kernels.Kernel` objects, so that every kernel-level backend costs
 one IREE dispatch as one kernel:
 
-- an op is a MEMBER of the region that holds its location and is rooted at it (the
-  region op's own location), else of the first region that holds it; the other regions
-  that hold it list it as duplicated (IREE clones cheap producers into each consumer);
+- an op is a MEMBER of one region that holds its location: one where an op computing
+  (not a load, store or init) carries it, rooted at it (the region op's own location)
+  first, dispatches before transfers; the other regions that hold it list it as
+  duplicated (IREE clones cheap producers into each consumer);
 - a region with no member of its own (IREE split one op in several dispatches:
   a transposed operand, a split reduction, a concatenate as two updates) is one more
   launch of the kernel of its root op; its bytes are added there;
@@ -141,11 +142,13 @@ class IreeFormation:
         assert len(self.node) == len(ops)
         self.live = _live_functions(ops, self.top)
         self.placement: Counter = Counter()
+        self.used_regions: set = set()  # ordinals of the regions some kernel runs
         self.unmapped_ops: list = []  # the ops counted as `unmapped`
         self.dynamic_regions = 0
         # per node: the (non-hoisted) regions holding it, in program order
         self.regions_of: dict[int, list] = {}
         self.root_regions: dict[int, list] = {}
+        self.computed: dict[int, set] = {}  # region ordinal -> nodes it computes
         self.hoisted_nodes: set = set()
         for r in self.program.regions:
             nodes = {self.node[i] for i in r.traced if i < len(ops)}
@@ -156,6 +159,7 @@ class IreeFormation:
                 self.regions_of.setdefault(n, []).append(r)
             for n in sorted({self.node[i] for i in r.root if i < len(ops)}):
                 self.root_regions.setdefault(n, []).append(r)
+            self.computed[r.ordinal] = {self.node[i] for i in r.computed if i < len(ops)}
             if r.dynamic:
                 self.dynamic_regions += 1
         self.host_nodes = {self.node[i] for i in self.program.host if i < len(ops)}
@@ -202,10 +206,17 @@ class IreeFormation:
             if not regs:
                 continue
             rooted = [r for r in self.root_regions.get(g, []) if self.home.get(r.ordinal) == block]
-            # rooted at the op first, dispatches before transfers (a transfer that feeds a
-            # dispatch of the same op, as the fill of a padded convolution, is its helper)
+            computing = [r for r in regs if g in self.computed[r.ordinal]]
+            # where the op computes (not only where its location marks the loads and
+            # stores of a helper: the padding of a convolution's input), rooted at it
+            # first, dispatches before transfers
             choice = (
-                [r for r in rooted if r.kind == "dispatch"] or rooted or [r for r in regs if r.kind == "dispatch"] or regs
+                [r for r in computing if r in rooted and r.kind == "dispatch"]
+                or [r for r in computing if r.kind == "dispatch"]
+                or [r for r in rooted if r.kind == "dispatch"]
+                or [r for r in regs if r.kind == "dispatch"]
+                or rooted
+                or regs
             )
             primary[j] = choice[0]
 
@@ -317,6 +328,7 @@ class IreeFormation:
 
         kernels = []
         for grp in groups:
+            self.used_regions.update(r.ordinal for r in grp["regions"])
             members = sorted(set(grp["members"]))
             dups = sorted(set(grp["dups"]) - set(members))
             kernels.append(self._kernel(nodes, members, dups, grp["regions"]))
@@ -366,17 +378,33 @@ class IreeFormation:
             "iree_dispatch_regions": self.program.dispatch_count,
             "iree_transfers": self.program.transfer_count,
             "iree_placement": {p: self.placement.get(p, 0) for p in PLACEMENTS},
+            "iree_regions_without_kernel": len(self.regions_without_kernel()),
         }
 
+    def regions_without_kernel(self) -> list:
+        """IREE regions (run per call) that no kernel of ours runs: their ops are only
+        region ops, collectives or terminators of ours (none so far in the tests and
+        the shipped workloads)."""
+        return [r for r in self.program.regions if not r.hoisted and r.ordinal not in self.used_regions]
+
     def unplaced_message(self) -> str | None:
-        """A warning when some ops went nowhere (no kernel, no reason)."""
+        """A warning when some ops went nowhere (no kernel, no reason), or some IREE
+        regions are run by no kernel of ours."""
         n = self.placement.get("unmapped", 0)
-        if not n:
-            return None
-        return (
-            f"fusion=iree: {n} op(s) are in no IREE dispatch or transfer and feed none; they are "
-            "costed as no kernel (see iree_placement in costmodel.summary)"
-        )
+        lost = self.regions_without_kernel()
+        parts = []
+        if n:
+            parts.append(
+                f"{n} op(s) are in no IREE dispatch or transfer and feed none; they are costed as no kernel "
+                "(iree_placement in costmodel.summary)"
+            )
+        if lost:
+            names = ", ".join(r.name for r in lost[:5]) + (", ..." if len(lost) > 5 else "")
+            parts.append(
+                f"{len(lost)} IREE region(s) hold none of our costable ops and are not costed ({names}; "
+                "iree_regions_without_kernel in costmodel.summary)"
+            )
+        return "fusion=iree: " + "; ".join(parts) if parts else None
 
 
 def _block_user(owner, by_key):
