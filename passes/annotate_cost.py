@@ -69,9 +69,8 @@ def annotate_module(
     )
     engine.run(module)
     if former is not None:
-        message = former.unplaced_message()
-        if message:
-            diagnostics.warning(module.location, message)
+        for severity, message in former.messages():
+            diagnostics.emit(severity, module.location, message)
     return engine
 
 

@@ -23,4 +23,4 @@ def test_softmax_groups_three_xla_kernels_against_two_dispatches():
     assert g.iree_bytes == ((4 * 8 + 8 * 16 + 16) + 4 * 16) * F32 + 2 * 4 * 16 * F32
     assert g.iree_bytes < g.xla_bytes
     assert cmp.disagreeing == [g]
-    assert cmp.placement["unmapped"] == 0
+    assert cmp.placement["folded"] == 0

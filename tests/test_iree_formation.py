@@ -153,7 +153,7 @@ def test_every_op_is_placed_and_counted():
             continue
         formed += 1
     assert sum(placement.values()) == formed
-    assert placement["unmapped"] == 0
+    assert placement["folded"] == 0
     # and every IREE region is run by a kernel: outside the loop 4 dispatches (GEMM +
     # tanh, convolution, reduction, gather) and the concatenate's 2 transfers; the loop
     # body's 1 dispatch runs 5 times

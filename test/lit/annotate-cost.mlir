@@ -137,7 +137,7 @@ func.func public @calibrated(%a: tensor<4096x4096xbf16>, %b: tensor<4096x4096xbf
 // RUN: not stablehlo-opt %S/Inputs/iree-rejected.mlir --annotate-cost="fusion=iree" 2>&1 | FileCheck %s --check-prefix=IREE-ERR
 // IREE-ERR: iree-rejected.mlir:3:8: error: IREE cannot compile 'stablehlo.select_and_scatter': failed to legalize operation 'stablehlo.select_and_scatter' that was explicitly marked illegal
 // IREE-ERR-NOT: {{.}}
-// IREE: costmodel.summary = {{{.*}}fusion = "iree"{{.*}}iree_dispatch_regions = 2 : i64, iree_placement = {attached = 3 : i64, collective = 0 : i64, cross_block = 0 : i64, dead = 0 : i64, dispatch = 5 : i64, free = 0 : i64, hoisted = 0 : i64, host = 0 : i64, transfer = 0 : i64, unmapped = 0 : i64}, iree_regions_without_kernel = 0 : i64, iree_transfers = 0 : i64, kernel_bytes = 1472 : i64, kernel_count = 2 : i64
+// IREE: costmodel.summary = {{{.*}}fusion = "iree"{{.*}}iree_dispatch_regions = 2 : i64, iree_placement = {attached = 3 : i64, collective = 0 : i64, cross_block = 0 : i64, dead = 0 : i64, dispatch = 5 : i64, folded = 0 : i64, free = 0 : i64, hoisted = 0 : i64, host = 0 : i64, merged = 0 : i64, transfer = 0 : i64}, iree_regions_without_kernel = 0 : i64, iree_transfers = 0 : i64, kernel_bytes = 1472 : i64, kernel_count = 2 : i64
 // IREE-LABEL: func.func public @iree_softmax
 // IREE: stablehlo.dot_general {{.*}}costmodel.kernel = [[G:[0-9]+]] : i64
 // IREE: stablehlo.broadcast_in_dim {{.*}}costmodel.kernel = [[G]] : i64

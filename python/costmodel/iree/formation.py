@@ -13,7 +13,9 @@ one IREE dispatch as one kernel:
   duplicated (IREE clones cheap producers into each consumer);
 - a region with no member of its own (IREE split one op in several dispatches:
   a transposed operand, a split reduction, a concatenate as two updates) is one more
-  launch of the kernel of its root op; its bytes are added there;
+  launch of the kernel of its root op; its bytes are added there; one that holds only a
+  region op of ours (the predicate of a case that IREE turned into a select) is one more
+  launch of the nearest kernel of the block;
 - a kernel's flops are its members' (each op's work counts once); its bytes are what
   IREE's dispatches load and store (`dispatch.tensor.load/store`), or what its
   transfers copy; `launches` is its number of IREE regions;
@@ -28,9 +30,12 @@ duplicated in the others. What is left is counted by placement in the summary
 untraced op of scalars only counts here too, as IREE folds such ops into its host
 control flow), `hoisted` (computed once at load time by IREE's constant evaluation),
 `dead` (results
-unused: IREE drops them), `free` (constants, reshapes ... that are no kernel anyway),
+unused: IREE drops them), `merged` (a twin of another op: IREE's CSE computes it once),
+`free` (constants, reshapes ... that are no kernel anyway),
 `cross_block` (in a region formed in another block, e.g. hoisted out of a loop),
-`unmapped` (none of these: no time, and a warning). Collectives are not kernels (their
+`folded` (none of these: IREE simplified it away, as -(-x) = x; no kernel, a remark).
+An IREE region run by no kernel of ours is counted (`iree_regions_without_kernel`) and
+warned about. Collectives are not kernels (their
 communication is extract-collectives'); they keep their per-op estimate.
 """
 
@@ -57,7 +62,19 @@ from .dispatches import read_program
 
 __all__ = ["IreeFormation", "op_key", "PLACEMENTS"]
 
-PLACEMENTS = ("dispatch", "transfer", "attached", "host", "hoisted", "dead", "free", "cross_block", "unmapped", "collective")
+PLACEMENTS = (
+    "dispatch",
+    "transfer",
+    "attached",
+    "host",
+    "hoisted",
+    "dead",
+    "merged",
+    "free",
+    "cross_block",
+    "folded",
+    "collective",
+)
 
 _GET_NAME = ctypes.pythonapi.PyCapsule_GetName
 _GET_NAME.restype = ctypes.c_char_p
@@ -141,9 +158,13 @@ class IreeFormation:
         self.node, self.block_of, self.top = _structure(module)
         assert len(self.node) == len(ops)
         self.live = _live_functions(ops, self.top)
+        self.ops = ops
+        self.by_name: dict[str, list[int]] = {}
+        for i, op in enumerate(ops):
+            self.by_name.setdefault(op.name, []).append(i)
         self.placement: Counter = Counter()
         self.used_regions: set = set()  # ordinals of the regions some kernel runs
-        self.unmapped_ops: list = []  # the ops counted as `unmapped`
+        self.folded_ops: list = []  # the ops counted as `folded`
         self.dynamic_regions = 0
         # per node: the (non-hoisted) regions holding it, in program order
         self.regions_of: dict[int, list] = {}
@@ -163,17 +184,25 @@ class IreeFormation:
             if r.dynamic:
                 self.dynamic_regions += 1
         self.host_nodes = {self.node[i] for i in self.program.host if i < len(ops)}
-        # the block each region's kernel belongs to: that of its root op (else of the
-        # last op it holds)
+        # the block each region's kernel belongs to: that of its root op, else of the
+        # last op it computes, else of the last op it holds; ops of ours that are region
+        # ops (a case IREE turned into a select, a loop it unrolled) come last, as they
+        # are no kernel of the block they sit in
         self.home: dict[int, tuple] = {}
         for r in self.program.regions:
             if r.hoisted:
                 continue
-            roots = sorted({self.node[i] for i in r.root if i < len(ops)})
-            held = sorted({self.node[i] for i in r.traced if i < len(ops)})
-            anchor = roots[0] if roots else (held[-1] if held else None)
-            if anchor is not None:
-                self.home[r.ordinal] = self.block_of[anchor]
+
+            def nodes(indices):
+                found = sorted({self.node[i] for i in indices if i < len(ops)})
+                return [n for n in found if ops[n].name not in REGION_OPS], found
+
+            roots, roots_all = nodes(r.root)
+            computed, _ = nodes(r.computed)
+            held, held_all = nodes(r.traced)
+            choice = roots[:1] or computed[-1:] or held[-1:] or roots_all[:1] or held_all[-1:]
+            if choice:
+                self.home[r.ordinal] = self.block_of[choice[0]]
 
     # -- the engine's hook ------------------------------------------------------------
     def form(self, nodes) -> list[Kernel]:
@@ -235,29 +264,50 @@ class IreeFormation:
             groups[gid]["members"].append(j)
 
         # 2. regions of this block with no member of their own: one more launch of the
-        # kernel of their root op (else of the first op they hold that has a kernel)
+        # kernel of their root op (else of the first op they hold that has a kernel, else
+        # of another region with the same root: IREE turns a case's branch selection into
+        # a dispatch of the predicate and one of the select, both located at the case)
+        pending = []
         seen_regions = set()
         for j in range(n):
             g = gidx[j]
-            if not candidate[j] or g is None:
+            if g is None:
                 continue
             for r in self.regions_of.get(g, []):
                 if r.ordinal in seen_regions or self.home.get(r.ordinal) != block:
                     continue
                 seen_regions.add(r.ordinal)
-                if r.ordinal in group_of_region:
-                    continue
-                target = None
-                order = sorted({self.node[i] for i in r.root}) + sorted({self.node[i] for i in r.traced})
-                for gi in order:
-                    k = local.get(gi)
-                    if k is not None and primary[k] is not None:
-                        target = group_of_region[primary[k].ordinal]
+                if r.ordinal not in group_of_region:
+                    pending.append(r)
+        for r in sorted(pending, key=lambda r: r.ordinal):
+            target = None
+            order = sorted({self.node[i] for i in r.root}) + sorted({self.node[i] for i in r.traced})
+            for gi in order:
+                k = local.get(gi)
+                if k is not None and primary[k] is not None:
+                    target = group_of_region[primary[k].ordinal]
+                    break
+            if target is None:
+                for other in self.program.regions:
+                    if other.root == r.root and other.ordinal in group_of_region:
+                        target = group_of_region[other.ordinal]
                         break
-                if target is None:
-                    continue
-                group_of_region[r.ordinal] = target
-                groups[target]["regions"].append(r)
+            if target is None and groups:
+                # it holds only a region op of ours (the predicate of a case IREE turned
+                # into a select): one more launch of the nearest kernel of the block, the
+                # last before that op, else the first after it
+                at = min((local[gi] for gi in order if gi in local), default=None)
+                if at is not None:
+                    before = [gid for gid, grp in enumerate(groups) if max(grp["members"]) < at]
+                    after = [gid for gid, grp in enumerate(groups) if max(grp["members"]) > at]
+                    if before:
+                        target = max(before, key=lambda gid: max(groups[gid]["members"]))
+                    elif after:
+                        target = min(after, key=lambda gid: max(groups[gid]["members"]))
+            if target is None:
+                continue
+            group_of_region[r.ordinal] = target
+            groups[target]["regions"].append(r)
 
         # duplicates: traced ops held by other regions of this block
         for j in range(n):
@@ -322,9 +372,12 @@ class IreeFormation:
                 self.placement["free"] += 1
             elif dead[j]:
                 self.placement["dead"] += 1
-            else:
-                self.placement["unmapped"] += 1
-                self.unmapped_ops.append(nd.op)
+            elif self._has_twin(nd.op, g):
+                # a common subexpression: IREE computes it once, in the twin's kernel
+                self.placement["merged"] += 1
+            else:  # no trace at all, not dead, no twin: IREE simplified it away (-(-x) = x)
+                self.placement["folded"] += 1
+                self.folded_ops.append(nd.op)
 
         kernels = []
         for grp in groups:
@@ -334,6 +387,19 @@ class IreeFormation:
             kernels.append(self._kernel(nodes, members, dups, grp["regions"]))
         kernels.sort(key=lambda k: k.node_ids[-1])
         return kernels
+
+    def _has_twin(self, op, g) -> bool:
+        """Another op of the same function computes the same thing, and IREE placed it:
+        IREE's CSE keeps one of the two (also across a case that IREE turned into a
+        select)."""
+        if g is None:
+            return False
+        for i in self.by_name.get(op.name, ()):
+            if i == g or self.top[i] != self.top[g]:
+                continue
+            if (i in self.regions_of or i in self.host_nodes) and _same_computation(op, self.ops[i]):
+                return True
+        return False
 
     @staticmethod
     def _users(nodes, by_key) -> list[list[int]]:
@@ -387,24 +453,33 @@ class IreeFormation:
         the shipped workloads)."""
         return [r for r in self.program.regions if not r.hoisted and r.ordinal not in self.used_regions]
 
-    def unplaced_message(self) -> str | None:
-        """A warning when some ops went nowhere (no kernel, no reason), or some IREE
-        regions are run by no kernel of ours."""
-        n = self.placement.get("unmapped", 0)
-        lost = self.regions_without_kernel()
-        parts = []
+    def messages(self) -> list[tuple[str, str]]:
+        """(severity, text) for the pass: a remark when IREE folded ops away (they cost no
+        kernel), a warning when IREE regions are run by no kernel of ours (their time is
+        missing from the total)."""
+        out = []
+        n = self.placement.get("folded", 0)
         if n:
-            parts.append(
-                f"{n} op(s) are in no IREE dispatch or transfer and feed none; they are costed as no kernel "
-                "(iree_placement in costmodel.summary)"
+            names = sorted({op.name for op in self.folded_ops})
+            out.append(
+                (
+                    "remark",
+                    f"fusion=iree: {n} op(s) ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}) have no "
+                    "trace in IREE's program (folded away by its simplifications); costed as no kernel "
+                    "(`folded` in iree_placement)",
+                )
             )
+        lost = self.regions_without_kernel()
         if lost:
             names = ", ".join(r.name for r in lost[:5]) + (", ..." if len(lost) > 5 else "")
-            parts.append(
-                f"{len(lost)} IREE region(s) hold none of our costable ops and are not costed ({names}; "
-                "iree_regions_without_kernel in costmodel.summary)"
+            out.append(
+                (
+                    "warning",
+                    f"fusion=iree: {len(lost)} IREE region(s) hold none of our costable ops and are not costed "
+                    f"({names}; iree_regions_without_kernel in costmodel.summary)",
+                )
             )
-        return "fusion=iree: " + "; ".join(parts) if parts else None
+        return out
 
 
 def _block_user(owner, by_key):
@@ -421,6 +496,25 @@ def _block_user(owner, by_key):
         if op.name in ("builtin.module", "func.func"):
             return None
     return None
+
+
+def _same_computation(op, o) -> bool:
+    """Same op on the same operands, with the same attributes and result types."""
+    if o.name != op.name or len(o.operands) != len(op.operands) or len(o.results) != len(op.results):
+        return False
+    if [str(r.type) for r in o.results] != [str(r.type) for r in op.results]:
+        return False
+    return all(a == b for a, b in zip(o.operands, op.operands)) and _attrs(o) == _attrs(op)
+
+
+def _attrs(op) -> dict:
+    """The op's attributes but ours, as text."""
+    out = {}
+    for named in op.attributes:
+        name = getattr(named, "name", named)
+        if not name.startswith("costmodel."):
+            out[name] = str(op.attributes[name])
+    return out
 
 
 def _scalar(op) -> bool:
