@@ -243,3 +243,25 @@ def test_exchange_formats_iree_reads(form):
         with ctx:
             data = bytes(stablehlo.serialize_portable_artifact(ir.Module.parse(text), version))
     assert _iree_compile(data) == _iree_compile(text)
+
+
+def test_collectives_compile_and_stay_collectives():
+    """IREE turns every StableHLO collective into flow.collective.* (its channels): they
+    compile, and fusion=iree keeps them out of kernels, as fusion=xla-gpu does."""
+    from costmodel.ir import attr_number, ir
+
+    chunks = open(f"{DATA}/iree_collectives.mlir").read().split("// -----")
+    names = []
+    for chunk in chunks:
+        ctx = make_context()
+        module = load_module(ctx, chunk, "collectives.mlir")
+        annotate_module(module, DiagnosticEngine("collectives.mlir"), hardware="a100-40gb", fusion="iree")
+        placement = ir.DictAttr(ir.DictAttr(module.attributes["costmodel.summary"])["iree_placement"])
+        assert attr_number(placement["collective"]) == 1
+        names += [op.name for op in walk_ops(module) if op.name.startswith("stablehlo.") and op.name != "stablehlo.return"]
+    assert sorted(set(names) - {"stablehlo.add"}) == [
+        "stablehlo.all_gather",
+        "stablehlo.all_to_all",
+        "stablehlo.collective_permute",
+        "stablehlo.reduce_scatter",
+    ]
