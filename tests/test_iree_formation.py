@@ -240,3 +240,27 @@ def test_kernel_backends_cost_each_dispatch(backend):
         assert "tile_efficiency" in by_kind["gemm"]  # the GEMM shape reached the backend
         one = next(k for k in ks if k["launches"] == 1)
         assert by_kind["copy"]["launch_ns"] == pytest.approx(2 * one["launch_ns"])  # two transfers
+
+
+def test_region_of_an_op_we_cannot_cost_is_counted_not_charged_elsewhere():
+    """A dynamically shaped op is `costmodel.unsupported` (no cost); IREE still compiles it
+    into a dispatch. That dispatch is run by no kernel of ours: counted and warned about,
+    not charged to the neighbouring kernel."""
+    text = """\
+func.func @main(%x: tensor<?x4xf32>, %y: tensor<8x4xf32>) -> (tensor<?x4xf32>, tensor<8x4xf32>) {
+  %0 = stablehlo.negate %x : tensor<?x4xf32>
+  %1 = stablehlo.exponential %y : tensor<8x4xf32>
+  return %0, %1 : tensor<?x4xf32>, tensor<8x4xf32>
+}
+"""
+    module, _, diags = annotate(text)
+    (k,) = kernels(module)
+    assert (k["root"], k["launches"]) == ("stablehlo.exponential", 1)
+    assert k["bytes_read"] == k["bytes_written"] == 8 * 4 * F32
+    s = summary(module)
+    assert s["iree_regions_without_kernel"] == 1 and s["unsupported_count"] == 2  # negate, return
+    warnings = [d.message for d in diags if d.severity == "warning" and d.message.startswith("fusion=iree")]
+    assert warnings == [
+        "fusion=iree: 1 IREE region(s) hold none of our costable ops and are not costed "
+        "(main_dispatch_0; iree_regions_without_kernel in costmodel.summary)"
+    ]

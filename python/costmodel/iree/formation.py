@@ -165,7 +165,6 @@ class IreeFormation:
         self.placement: Counter = Counter()
         self.used_regions: set = set()  # ordinals of the regions some kernel runs
         self.folded_ops: list = []  # the ops counted as `folded`
-        self.dynamic_regions = 0
         # per node: the (non-hoisted) regions holding it, in program order
         self.regions_of: dict[int, list] = {}
         self.root_regions: dict[int, list] = {}
@@ -181,8 +180,6 @@ class IreeFormation:
             for n in sorted({self.node[i] for i in r.root if i < len(ops)}):
                 self.root_regions.setdefault(n, []).append(r)
             self.computed[r.ordinal] = {self.node[i] for i in r.computed if i < len(ops)}
-            if r.dynamic:
-                self.dynamic_regions += 1
         self.host_nodes = {self.node[i] for i in self.program.host if i < len(ops)}
         # the block each region's kernel belongs to: that of its root op, else of the
         # last op it computes, else of the last op it holds; ops of ours that are region
@@ -239,8 +236,9 @@ class IreeFormation:
             # where the op computes (not only where its location marks the loads and
             # stores of a helper: the padding of a convolution's input), rooted at it
             # first, dispatches before transfers
+            rooted_at = {r.ordinal for r in rooted}
             choice = (
-                [r for r in computing if r in rooted and r.kind == "dispatch"]
+                [r for r in computing if r.ordinal in rooted_at and r.kind == "dispatch"]
                 or [r for r in computing if r.kind == "dispatch"]
                 or [r for r in rooted if r.kind == "dispatch"]
                 or [r for r in regs if r.kind == "dispatch"]
@@ -292,11 +290,12 @@ class IreeFormation:
                     if other.root == r.root and other.ordinal in group_of_region:
                         target = group_of_region[other.ordinal]
                         break
-            if target is None and groups:
+            here = [local[gi] for gi in order if gi in local]
+            if target is None and groups and here and all(nodes[k].cls == BOUNDARY for k in here):
                 # it holds only a region op of ours (the predicate of a case IREE turned
                 # into a select): one more launch of the nearest kernel of the block, the
                 # last before that op, else the first after it
-                at = min((local[gi] for gi in order if gi in local), default=None)
+                at = min(here)
                 if at is not None:
                     before = [gid for gid, grp in enumerate(groups) if max(grp["members"]) < at]
                     after = [gid for gid, grp in enumerate(groups) if max(grp["members"]) > at]
@@ -448,15 +447,15 @@ class IreeFormation:
         }
 
     def regions_without_kernel(self) -> list:
-        """IREE regions (run per call) that no kernel of ours runs: their ops are only
-        region ops, collectives or terminators of ours (none so far in the tests and
-        the shipped workloads)."""
+        """IREE regions (run per call) that no kernel of ours runs: they hold only ops we
+        cannot cost (`costmodel.unsupported`: dynamic shapes ...), or only region ops of
+        ours in a block without a kernel (docs/kernels.md)."""
         return [r for r in self.program.regions if not r.hoisted and r.ordinal not in self.used_regions]
 
     def messages(self) -> list[tuple[str, str]]:
         """(severity, text) for the pass: a remark when IREE folded ops away (they cost no
-        kernel), a warning when IREE regions are run by no kernel of ours (their time is
-        missing from the total)."""
+        kernel); a warning when some regions move dynamically shaped tensors (bytes not
+        counted) or are run by no kernel of ours (their time is missing from the total)."""
         out = []
         n = self.placement.get("folded", 0)
         if n:
@@ -467,6 +466,15 @@ class IreeFormation:
                     f"fusion=iree: {n} op(s) ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}) have no "
                     "trace in IREE's program (folded away by its simplifications); costed as no kernel "
                     "(`folded` in iree_placement)",
+                )
+            )
+        dynamic = sum(1 for r in self.program.regions if r.dynamic and r.ordinal in self.used_regions)
+        if dynamic:
+            out.append(
+                (
+                    "warning",
+                    f"fusion=iree: {dynamic} IREE region(s) of our kernels load or store dynamically shaped "
+                    "tensors; their kernel bytes count only the statically shaped ones",
                 )
             )
         lost = self.regions_without_kernel()
