@@ -72,7 +72,7 @@ def summary(module) -> dict:
     out = {}
     for i in range(len(d)):
         a = d[i]
-        if a.name == "iree_placement":
+        if a.name in ("iree_placement", "unsupported_ops"):
             p = ir.DictAttr(a.attr)
             out[a.name] = {p[j].name: attr_number(p[j].attr) for j in range(len(p))}
         elif a.name in ("fusion", "hardware", "backend"):
