@@ -208,8 +208,12 @@ class CostEngine:
         backend_name: str | None = None,
         fusion: str = "none",
         formation_cache: dict | None = None,
+        kernel_former=None,
     ):
         self.backend = backend
+        # kernels formed elsewhere (fusion=iree: IREE's dispatch regions): an object with
+        # form(nodes) -> [Kernel] per block and summary() -> extra summary entries
+        self.kernel_former = kernel_former
         # kernel formation policy: "none" (every op its own kernel, no kernel attributes),
         # "xla-gpu", "xla-tpu"; "given" is chosen for modules XLA already fused.
         self.fusion = fusion
@@ -327,6 +331,12 @@ class CostEngine:
             d["fusion"] = ir.StringAttr.get(self.policy)
             d["kernel_count"] = self._cnt(total.kernel_count)
             d["kernel_bytes"] = self._cnt(total.kernel_bytes)
+        if self.kernel_former is not None:
+            for key, value in self.kernel_former.summary().items():
+                if isinstance(value, dict):
+                    d[key] = ir.DictAttr.get({k: self._cnt(v) for k, v in value.items()})
+                else:
+                    d[key] = self._cnt(value) if isinstance(value, int) else ir.StringAttr.get(str(value))
         if self.unsupported_ops:
             d["unsupported_ops"] = ir.DictAttr.get(
                 {k: self._cnt(v) for k, v in sorted(self.unsupported_ops.items())}
@@ -497,6 +507,8 @@ class CostEngine:
     def _form(self, nodes):
         from .kernels import form_kernels
 
+        if self.kernel_former is not None:
+            return self.kernel_former.form(nodes)
         self._block_seq += 1
         cache = self._formation_cache
         if cache is None:
@@ -532,7 +544,7 @@ class CostEngine:
             "bound": ir.StringAttr.get(kc.bound),
             "backend": self._backend_attr,
         }
-        for key, value in sorted((kc.detail or {}).items()):
+        for key, value in sorted({**k.attrs, **(kc.detail or {})}.items()):
             if isinstance(value, bool) or isinstance(value, str):
                 d[key] = ir.BoolAttr.get(value) if isinstance(value, bool) else ir.StringAttr.get(value)
             elif isinstance(value, int):

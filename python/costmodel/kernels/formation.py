@@ -219,6 +219,7 @@ class Kernel:
     node_ids: list = field(default_factory=list)  # indices of the ops in the formed block
     duplicated_ids: list = field(default_factory=list)
     given: bool = False  # formed by the compiler that produced the input (mhlo.fusion)
+    attrs: dict = field(default_factory=dict)  # extra facts for costmodel.kernel_cost (str/int)
 
     @property
     def bytes_accessed(self) -> int:
