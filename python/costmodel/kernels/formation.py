@@ -1005,7 +1005,7 @@ class _Formation:
             if nd.cost is not None and g.find(p) in self.live:
                 self.producer_consumer_mof(p)
         for v, js in outer_users.items():
-            if len(js) < 2:
+            if len(js) < 2 and not any(self.absorbed[u] for u in js):
                 continue
             try:
                 if type_info(v.type).num_elements <= 1:
