@@ -153,6 +153,8 @@ MAX_UNNESTED_REDUCTIONS = 8
 # saves, in bytes of memory traffic at 1,555 GB/s (A100-40GB HBM2, datasheet), so that
 # kernel formation stays independent of the hardware that costs it.
 LAUNCH_OVERHEAD_BYTES = 1555 * 1000
+# Multi-output merges are replayed lazily on the kernels they concern in runs of this many.
+EVENT_CHUNK = 32
 # XLA GPU ReductionDimensionRaceFreeBound: rows MinThreadsXRowReduction(1024) x 16,
 # columns WarpSize(32) x 128; batched row reductions: BatchedReductionRaceFreeBound = 8.
 ROW_REDUCTION_BOUND = 1024 * 16
@@ -288,6 +290,9 @@ class _Groups:
         self.epilogue_ops = [0] * n
         self.multi = [False] * n  # a multi-output fusion (sibling or producer-consumer MOF)
         self.expensive = [False] * n  # holds an expensive op (XLA IsExpensive)
+        self.reuses = [False] * n  # holds an op that reads operand elements several times
+        self.computes = [False] * n  # holds an op that is no bitcast/constant (a kernel)
+        self.no_mof = [False] * n  # holds an in-place or transposing op: no MOF producer
         self.inline: set = set()  # splat / scalar constants: folded into kernels, never read
         self.members: dict[int, list[int]] = {i: [i] for i in range(n)}
         self.dups: dict[int, set] = {}  # cheap producers copied into the group (priority fusion)
@@ -299,7 +304,9 @@ class _Groups:
         self.anc: dict | None = None
         self.mask: dict | None = None
         self.operand_nodes: list = []
-        self.ext: dict = {}  # gid -> {value key: bytes} read from outside (cached, phase 1)
+        self.ext: dict = {}  # gid -> {value key: (producer, bytes)} read from outside (cached)
+        self.opfacts: dict = {}  # node -> [(value key, producer node or None, bytes)] per operand
+        self.resbytes: dict = {}  # node -> bytes of its results
 
     def find(self, i: int) -> int:
         p = self.parent
@@ -330,6 +337,9 @@ class _Groups:
         self.has_reduce[g] = self.has_reduce[g] or self.has_reduce[gi]
         self.multi[g] = self.multi[g] or self.multi[gi]
         self.expensive[g] = self.expensive[g] or self.expensive[gi]
+        self.reuses[g] = self.reuses[g] or self.reuses[gi]
+        self.computes[g] = self.computes[g] or self.computes[gi]
+        self.no_mof[g] = self.no_mof[g] or self.no_mof[gi]
         if self.hero[g] is None:
             self.hero[g] = self.hero[gi]
         self.ext.pop(g, None)
@@ -339,6 +349,7 @@ class _Groups:
     def add_dup(self, g: int, i: int) -> None:
         self.dups.setdefault(g, set()).add(i)
         self.size[g] += 1
+        self.reuses[g] = self.reuses[g] or self.reuses[i]
         self.ext.pop(g, None)
 
 
@@ -386,6 +397,12 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
             g.nred[i] = 1
         elif nd.name in EXPENSIVE_OPS:
             g.expensive[i] = True
+        if nd.name in REUSING_OPS:
+            g.reuses[i] = True
+        if nd.cls != FREE:
+            g.computes[i] = True
+        if nd.name in IN_PLACE_OPS or nd.name == "stablehlo.transpose":
+            g.no_mof[i] = True
         elif nd.name == "stablehlo.constant" and _splat_or_scalar_constant(nd.op):
             g.inline.add(i)
 
@@ -476,17 +493,14 @@ def _initial_kind(nd: Node, policy: str) -> str | None:
 
 def _fusible_producer(nd: Node) -> bool:
     """XLA's IsFusible/IsLoopFusibleAsProducer: elementwise and data-movement ops, a
-    reduction (into its own epilogue), dots/convolutions (into an epilogue), bitcasts;
-    of constants only splats and scalars (IsSmallConstant: larger constants stay buffers
-    every kernel reads)."""
+    reduction (into its own epilogue), dots/convolutions (into an epilogue), bitcasts.
+    Constants are left out: XLA fuses small ones at the very end (their bytes are inline
+    here anyway: a splat or scalar constant is never read) and never larger ones (a
+    buffer every kernel reads)."""
     c = nd.cls
     if c in (ELEMENTWISE, MOVEMENT, REDUCE, GEMM, CONV):
         return True
-    if c == FREE:
-        if nd.name == "stablehlo.constant":
-            return _splat_or_scalar_constant(nd.op)
-        return nd.name in FUSIBLE_FREE_OPS
-    return False
+    return c == FREE and nd.name in FUSIBLE_FREE_OPS
 
 
 class _Formation:
@@ -508,14 +522,11 @@ class _Formation:
         self.root = list(range(len(nodes)))  # group -> its sink node (the op whose result leaves)
         self._res_bytes: dict[int, int] = {}
         self._in_keys: dict[int, list] = {}
+        self._reduce_keys: dict[int, tuple] = {}
 
     # -- value facts -------------------------------------------------------------------
     def res_bytes(self, i: int) -> int:
-        b = self._res_bytes.get(i)
-        if b is None:
-            b = sum(type_info(r.type).nbytes for r in self.nodes[i].op.results)
-            self._res_bytes[i] = b
-        return b
+        return _result_bytes(self.nodes, self.g, i)
 
     def in_keys(self, i: int) -> list:
         """(key, producer node or None, bytes) of the distinct values node i reads
@@ -523,19 +534,12 @@ class _Formation:
         ks = self._in_keys.get(i)
         if ks is None:
             ks, seen = [], set()
-            nodes = self.nodes
-            for pos, v in enumerate(nodes[i].op.operands):
-                src = self.operand_nodes[i][pos]
-                if src is not None:
-                    if src in self.g.inline:
-                        continue
-                    key = src if len(nodes[src].op.results) == 1 else (src, _result_number(v))
-                else:
-                    key = v
-                if key in seen:
+            inline = self.g.inline
+            for key, src, b in _operand_facts(self.nodes, self.operand_nodes, self.g, i):
+                if (src is not None and src in inline) or key in seen:
                     continue
                 seen.add(key)
-                ks.append((key, src, _nbytes(v)))
+                ks.append((key, src, b))
             self._in_keys[i] = ks
         return ks
 
@@ -555,36 +559,40 @@ class _Formation:
             g.ext[gid] = e
         return e
 
+    def ext_bytes(self, gid: int) -> int:
+        return sum(b for _, b in self.ext(gid).values())
+
+    def absorbed_users(self, i: int) -> bool:
+        absorbed = self.absorbed
+        return any(absorbed[u] for u in self.users[i])
+
     def resolve(self, hs) -> list:
         """Live groups behind group ids (a dead group: the groups it was copied into)."""
         g = self.g
-        out = []
+        out = {}
         stack = list(hs)
         while stack:
             h = g.find(stack.pop())
             r = self.redirect.get(h)
             if r is not None:
                 stack.extend(r)
-            elif h not in out:
-                out.append(h)
-        return out
+            else:
+                out[h] = None
+        return list(out)
 
     def consumer_groups(self, i: int) -> list:
         """The kernels that read node i: its users' groups, or, for a user copied into
         several kernels, each of those."""
         find = self.g.find
         absorbed = self.absorbed
-        out = []
+        out = {}  # insertion-ordered set
         for u in self.users[i]:
             if absorbed[u]:
                 for h in self.resolve(self.homes[u]):
-                    if h not in out:
-                        out.append(h)
+                    out[h] = None
             else:
-                h = find(u)
-                if h not in out:
-                    out.append(h)
-        return out
+                out[find(u)] = None
+        return list(out)
 
     def users_in(self, i: int, gid: int) -> list:
         g = self.g
@@ -653,7 +661,7 @@ class _Formation:
             return kind == "loop" and not g.has_reduce[cg] and g.out_elems[cg] == g.out_elems[pg]
         if pkind != "loop":
             return False
-        if g.expensive[pg]:
+        if g.expensive[pg] and g.reuses[cg]:
             for u in self.users_in(r, cg):
                 if nodes[u].name in REUSING_OPS:
                     return False  # the producer is expensive, and the consumer reuses its elements
@@ -689,16 +697,16 @@ class _Formation:
         b = self.benefit(pg, cons)
         return (cons, b) if b >= 0 else None
 
-    def fuse(self, pg: int, cons: list) -> list:
+    def fuse(self, pg: int, cons: list, track: bool = True) -> list:
         """Fuse producer kernel pg into its consumer kernels; returns the kernels whose
-        priority changes."""
-        g, nodes = self.g, self.nodes
+        priority changes (track=False: none, and their cached inputs are dropped)."""
+        g = self.g
         r = self.root[pg]
-        pe = self.ext(pg)
+        pe = self.ext(pg) if track else None
         affected = []
         if len(cons) == 1:
             cg = cons[0]
-            ce = self.ext(cg)
+            ce = self.ext(cg) if track else None
             kind = g.kind[cg]
             if g.has_reduce[pg]:
                 kind = "input"
@@ -706,28 +714,32 @@ class _Formation:
                 kind = g.kind[pg]
                 g.epilogue_ops[cg] = g.size[cg]
             g.merge_into(cg, pg, kind)
-            ne = {k: v for k, v in ce.items() if not (k == r or (isinstance(k, tuple) and k[0] == r))}
-            ne.update(pe)
-            g.ext[cg] = ne
+            if track:
+                ne = {k: v for k, v in ce.items() if not (k == r or (isinstance(k, tuple) and k[0] == r))}
+                ne.update(pe)
+                g.ext[cg] = ne
             affected.append(cg)
         else:
             ms = list(g.members[pg])
             ds = list(g.dups.get(pg, ()))
             for cg in cons:
-                ce = self.ext(cg)
+                ce = self.ext(cg) if track else None
                 for m in ms:
                     g.add_dup(cg, m)
                 for d in ds:
                     g.add_dup(cg, d)
-                ne = {k: v for k, v in ce.items() if not (k == r or (isinstance(k, tuple) and k[0] == r))}
-                ne.update(pe)
-                g.ext[cg] = ne
+                if track:
+                    ne = {k: v for k, v in ce.items() if not (k == r or (isinstance(k, tuple) and k[0] == r))}
+                    ne.update(pe)
+                    g.ext[cg] = ne
                 affected.append(cg)
             for m in ms:
                 self.absorbed[m] = True
                 self.homes[m] = list(cons)
             self.redirect[pg] = list(cons)
             g.ext.pop(pg, None)
+        if not track:
+            return []
         # the producers of the grown kernels see a changed consumer (those read by this
         # kernel only were settled by single_consumer_fusion: growth does not make them legal)
         users, root = self.users, self.root
@@ -740,38 +752,37 @@ class _Formation:
         return affected
 
     def single_consumer_fusion(self) -> None:
-        """Producers read by one kernel only: their priority is always positive (a launch
-        plus twice their result bytes at least), so XLA fuses every legal one; done
-        first, consumers before producers (a fast path of the priority queue)."""
-        g, nodes, users, absorbed = self.g, self.nodes, self.users, self.absorbed
+        """A first sweep, consumers before producers, of the fusions whose priority is
+        positive whatever else is fused (a fast path of the priority queue): a producer
+        read by one kernel (a launch plus twice its result bytes at least), and one read
+        by several that gains even if none of them reads any of its inputs already
+        (launch + inputs + result + n x (result - inputs) >= 0: broadcasts, widening
+        converts, bitcasts ...). XLA fuses every legal one of them."""
+        g, nodes, users = self.g, self.nodes, self.users
         external_use = self.external_use
         for i in range(len(nodes) - 1, -1, -1):
-            us = users[i]
-            if not us or external_use[i]:
+            if not users[i] or external_use[i]:
                 continue
             nd = nodes[i]
             if nd.cost is None or not _fusible_producer(nd):
                 continue
-            cg = None
-            for u in us:
-                h = g.find(u)
-                if cg is None:
-                    cg = h
-                elif h != cg:
-                    cg = -1
-                    break
-            if cg is None or cg < 0 or cg == g.find(i) or absorbed[cg]:
-                continue
             pg = g.find(i)
-            if not self.accepts(cg, pg):
+            if pg != i:
                 continue
-            kind = g.kind[cg]
-            if g.has_reduce[pg]:
-                kind = "input"
-            elif g.kind[pg] in ("gemm", "conv"):
-                kind = g.kind[pg]
-                g.epilogue_ops[cg] = g.size[cg]
-            g.merge_into(cg, pg, kind)
+            cons = self.consumer_groups(i)
+            if not cons or pg in cons:
+                continue
+            if len(cons) == 1:
+                if self.accepts(cons[0], pg):
+                    self.fuse(pg, cons, track=False)
+                continue
+            if nd.cls != FREE:
+                in_b = sum(b for _k, _s, b in self.in_keys(i))
+                out_b = self.res_bytes(i)
+                if LAUNCH_OVERHEAD_BYTES + in_b + out_b + len(cons) * (out_b - in_b) < 0:
+                    continue  # for the priority queue
+            if all(self.accepts(cg, pg) for cg in cons):
+                self.fuse(pg, cons, track=False)
 
     def priority_fusion(self) -> None:
         import heapq
@@ -782,26 +793,41 @@ class _Formation:
         version = [0] * n
         heap = []
 
+        # Lazy priorities: a kernel is queued with an upper bound of its benefit (all its
+        # consumers reading nothing new); popped, its exact benefit is computed, and it is
+        # fused when that still beats the best bound left, else requeued with it. The
+        # order is then XLA's (the most profitable producer first), at a fraction of the
+        # evaluations.
+        inf = float("inf")
+
         def push(pg: int) -> None:
             version[pg] += 1
-            c = self.candidate(pg)
-            if c is not None:
-                heapq.heappush(heap, (-c[1], -pg, version[pg], pg))
+            if not self.producer_ok(pg):
+                return
+            r = self.root[pg]
+            if g.size[pg] == 1 and self.nodes[r].cls == FREE:
+                bound = inf
+            else:
+                n_cons = len(self.consumer_groups(r))
+                if n_cons < 2 and not self.absorbed_users(r):
+                    return  # one consumer: settled by single_consumer_fusion
+                bound = LAUNCH_OVERHEAD_BYTES + self.ext_bytes(pg) + (n_cons + 1) * self.res_bytes(r)
+            heapq.heappush(heap, (-bound, -pg, version[pg], pg, False))
 
         for i in range(n - 1, -1, -1):
             if g.find(i) == i and len(self.users[self.root[i]]) > 1:
                 push(i)
         while heap:
-            negb, _, ver, pg = heapq.heappop(heap)
+            negb, _, ver, pg, exact = heapq.heappop(heap)
             if ver != version[pg] or g.find(pg) != pg or pg in self.redirect:
                 continue
             c = self.candidate(pg)
             if c is None:
                 continue
             cons, b = c
-            if b < -negb:  # its priority dropped since it was queued: requeue
+            if not exact and heap and b < -heap[0][0]:
                 version[pg] += 1
-                heapq.heappush(heap, (-b, -pg, version[pg], pg))
+                heapq.heappush(heap, (-b, -pg, version[pg], pg, True))
                 continue
             for a in self.fuse(pg, cons):
                 a = g.find(a)
@@ -815,8 +841,11 @@ class _Formation:
         g = self.g
         h = g.hero[gid]
         if h is not None:
-            nd = self.nodes[h]
-            return _elems(nd.op.operands[0]), _reduce_key(nd)
+            key = self._reduce_keys.get(h)
+            if key is None:
+                nd = self.nodes[h]
+                key = self._reduce_keys[h] = (_elems(nd.op.operands[0]), _reduce_key(nd))
+            return key
         return g.out_elems[gid], None
 
     def compatible(self, a: int, b: int) -> bool:
@@ -835,7 +864,7 @@ class _Formation:
         g = self.g
         if g.kind[gid] not in ("loop", "input") or gid in self.redirect:
             return False
-        return not all(self.nodes[i].cls == FREE for i in g.members[gid])
+        return g.computes[gid]
 
     def fits(self, a: int, b: int) -> bool:
         """FusionFitsInBudget: at most 8 unnested reductions, and the operand budget."""
@@ -849,28 +878,38 @@ class _Formation:
             return _depends(g.members[dst], g.members[src], g)
         if dst not in g.anc or src not in g.mask:
             return False  # not a kernel (bitcasts, constants): nothing depends through it
+        m = g.mask[src]
+        if g.anc[dst] & m:
+            return True  # a stale ancestry is a subset of the true one
         self.sync(dst)
-        return bool(g.anc[dst] & g.mask[src])
+        return bool(g.anc[dst] & m)
 
     def sync(self, x: int) -> None:
         """Bring kernel x's ancestry up to date with the multi-output merges made since it
         was last used: a kernel that depended on either side of a merge depends on all
         the merged kernel depended on then (exact, and lazy: only kernels whose ancestry
-        is asked for pay for it)."""
+        is asked for pay for it). Events come in chunks with the union of their masks, so
+        that a run of merges x does not depend on is skipped in one test."""
         events = self.events
         k = self.synced.get(x, 0)
-        if k == len(events):
+        n = len(events)
+        if k == n:
             return
         anc = self.g.anc
         a = anc[x]
-        top = a.bit_length()
-        for i in range(k, len(events)):
-            lo, m, snap = events[i]
-            if lo < top and a & m:
+        chunk_or = self.chunk_or
+        i = k
+        while i < n:
+            c = i // EVENT_CHUNK
+            if i % EVENT_CHUNK == 0 and c < len(chunk_or) and (c + 1) * EVENT_CHUNK <= n and not a & chunk_or[c]:
+                i += EVENT_CHUNK
+                continue
+            m, snap = events[i]
+            if a & m:
                 a |= snap
-                top = a.bit_length()
+            i += 1
         anc[x] = a
-        self.synced[x] = len(events)
+        self.synced[x] = n
 
     def merge(self, keep: int, drop: int) -> int:
         """Multi-output merge of two kernels (kernel ancestry kept exact, see sync)."""
@@ -883,8 +922,14 @@ class _Formation:
         g.merge_into(keep, drop, kind)
         g.multi[keep] = True
         if g.anc is not None:
-            self.events.append(((merged_mask & -merged_mask).bit_length() - 1, merged_mask, g.anc[keep]))
-            self.synced[keep] = len(self.events)
+            self.events.append((merged_mask, g.anc[keep]))
+            n = len(self.events)
+            if n % EVENT_CHUNK == 0:
+                u = 0
+                for m, _snap in self.events[n - EVENT_CHUNK :]:
+                    u |= m
+                self.chunk_or.append(u)
+            self.synced[keep] = n
         self.live.discard(drop)
         return keep
 
@@ -917,7 +962,7 @@ class _Formation:
         pg = g.find(p)
         if g.kind[pg] != "loop" or g.multi[pg] or not self.mof_root(pg):
             return
-        if any(nodes[i].name in IN_PLACE_OPS or nodes[i].name == "stablehlo.transpose" for i in g.members[pg]):
+        if g.no_mof[pg]:
             return  # in-place operations / physically transposing producers are not MOF producers
         cons = [c for c in self.consumer_groups(p) if c != pg]
         if not cons or (len(cons) == 1 and not g.multi[cons[0]] and not self.external_use[p]):
@@ -937,20 +982,17 @@ class _Formation:
         """Would merging producer kernel pg into consumer kernel c close a cycle: does c
         read a kernel (other than pg) that depends on pg?"""
         g = self.g
-        inside = set(g.members[c])
-        inside.update(g.dups.get(c, ()))
         seen = set()
-        for i in inside:
-            for src in self.operand_nodes[i]:
-                if src is None or src in inside:
+        for src, _b in self.ext(c).values():
+            if src is None:
+                continue
+            hs = self.resolve(self.homes[src]) if self.absorbed[src] else (g.find(src),)
+            for h in hs:
+                if h == pg or h == c or h in seen:
                     continue
-                hs = self.resolve(self.homes[src]) if self.absorbed[src] else [g.find(src)]
-                for h in hs:
-                    if h == pg or h == c or h in seen:
-                        continue
-                    seen.add(h)
-                    if self.depends(h, pg):
-                        return True
+                seen.add(h)
+                if self.depends(h, pg):
+                    return True
         return False
 
     def build_ancestry(self) -> None:
@@ -966,21 +1008,34 @@ class _Formation:
             g.anc = None
             return
         anc, mask = {}, {}
+        find, absorbed, operand_nodes = g.find, self.absorbed, self.operand_nodes
         for pos, h in enumerate(live):
             a = 1 << pos
-            for src, _b in self.ext(h).values():
-                if src is None:
-                    continue
-                for p in self.resolve(self.homes[src]) if self.absorbed[src] else (g.find(src),):
-                    if p != h and p in anc:
-                        a |= anc[p]
+            d = g.dups.get(h)
+            inside = g.members[h] if not d else list(g.members[h]) + list(d)
+            seen = set()
+            for i in inside:
+                for src in operand_nodes[i]:
+                    if src is None or src in seen:
+                        continue
+                    seen.add(src)
+                    if absorbed[src]:
+                        if d and src in d:
+                            continue
+                        ps = self.resolve(self.homes[src])
+                    else:
+                        ps = (find(src),)
+                    for p in ps:
+                        if p != h:
+                            a |= anc.get(p, 0)
             anc[h] = a
             mask[h] = 1 << pos
         g.anc, g.mask = anc, mask
 
     def multi_output_fusion(self, outer_users: dict) -> None:
         g, nodes = self.g, self.nodes
-        self.events = []  # (lowest bit, mask of a merged kernel, its ancestry then)
+        self.events = []  # (mask of a merged kernel, its ancestry then)
+        self.chunk_or = []  # union of the masks of every EVENT_CHUNK events
         self.synced = {}
         self.live = set()
         for i in range(len(nodes)):
@@ -990,19 +1045,19 @@ class _Formation:
         self.build_ancestry()
         find = g.find
         absorbed = self.absorbed
+        out_elems = g.out_elems
         for p in range(len(nodes) - 1, -1, -1):
             us = self.users[p]
-            if not us or absorbed[p]:
-                continue
+            if not us or absorbed[p] or out_elems[p] <= 1 or nodes[p].name == "stablehlo.constant":
+                continue  # constants are never multi-output fused; scalars are no shared operand
             pg = find(p)
-            if not self.external_use[p] and all(not absorbed[u] and find(u) == pg for u in us):
-                continue  # read inside its own kernel only
-            nd = nodes[p]
-            if nd.name == "stablehlo.constant":
-                continue
-            if g.out_elems[p] > 1:  # effective scalars are not a profitable shared operand
-                self.fuse_siblings(self.consumer_groups(p))
-            if nd.cost is not None and g.find(p) in self.live:
+            ext_use = self.external_use[p]
+            cands = self.consumer_groups(p)
+            if len(cands) == 1 and (cands[0] == pg or (not ext_use and not g.multi[cands[0]])):
+                continue  # read by one kernel (its own, or one priority fusion did not join)
+            if len(cands) > 1:
+                self.fuse_siblings(cands)
+            if nodes[p].cost is not None and find(p) in self.live:
                 self.producer_consumer_mof(p)
         for v, js in outer_users.items():
             if len(js) < 2 and not any(self.absorbed[u] for u in js):
@@ -1109,9 +1164,7 @@ def _make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, 
         c = nodes[idx[0]].cost
         k.bytes_read, k.bytes_written = c.bytes_read, c.bytes_written
     else:
-        k.bytes_read, k.bytes_written = _external_bytes(
-            nodes, idx, inside, inside_all, operand_nodes, users, external_use, g.inline
-        )
+        k.bytes_read, k.bytes_written = _external_bytes(nodes, idx, inside, inside_all, operand_nodes, users, external_use, g)
     gemm_nodes = [i for i in idx if nodes[i].cls in (GEMM, CONV)]
     if gemm_nodes:
         k.gemm = _gemm_shape(nodes[gemm_nodes[0]])
@@ -1129,33 +1182,55 @@ def _make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, 
     return k
 
 
-def _external_bytes(nodes, idx, inside, inside_all, operand_nodes, users, external_use, inline=None) -> tuple[int, int]:
+def _operand_facts(nodes, operand_nodes, g, i: int) -> list:
+    """(value key, producer node or None, bytes) of each operand of node i (cached on g):
+    key: the producer node (or (node, result number) for a multi-result op), or the
+    value itself for one defined outside the block."""
+    facts = g.opfacts.get(i)
+    if facts is None:
+        facts = []
+        srcs = operand_nodes[i]
+        for pos, v in enumerate(nodes[i].op.operands):
+            src = srcs[pos]
+            if src is not None:
+                key = src if len(nodes[src].op.results) == 1 else (src, _result_number(v))
+            else:
+                key = v
+            facts.append((key, src, _nbytes(v)))
+        g.opfacts[i] = facts
+    return facts
+
+
+def _result_bytes(nodes, g, i: int) -> int:
+    b = g.resbytes.get(i)
+    if b is None:
+        b = g.resbytes[i] = sum(_nbytes(r) for r in nodes[i].op.results)
+    return b
+
+
+def _external_bytes(nodes, idx, inside, inside_all, operand_nodes, users, external_use, g) -> tuple[int, int]:
     """Bytes of the values read from outside the kernel (each once; only the sliced part
     when every use slices it) and of the results used outside it."""
     full_size: dict = {}
     partial: dict = {}
-    needs_full: dict = {}
-    for i in sorted(inside_all):
-        nd = nodes[i]
-        name = nd.name
-        for pos, v in enumerate(nd.op.operands):
-            src = operand_nodes[i][pos]
-            if src is not None and src in inside_all:
-                continue
-            if name == "stablehlo.dynamic_update_slice" and pos == 0:
+    needs_full: set = set()
+    inline = g.inline
+    for i in inside_all:
+        name = nodes[i].name
+        slicing = name in _SLICING_OPS
+        for pos, (key, src, b) in enumerate(_operand_facts(nodes, operand_nodes, g, i)):
+            if src is not None and (src in inside_all or src in inline):
+                continue  # computed inside, or an inline constant
+            if pos == 0 and name == "stablehlo.dynamic_update_slice":
                 continue  # updated in place: the buffer is neither read nor rewritten whole
-            if src is not None and (src in inline if inline is not None else _splat_or_scalar_constant(nodes[src].op)):
-                continue  # an inline constant
-            key = ("n", src, _result_number(v)) if src is not None else ("v", v)
             if key not in full_size:
-                full_size[key] = _nbytes(v)
+                full_size[key] = b
                 partial[key] = 0
-                needs_full[key] = False
-            if pos == 0 and name in _SLICING_OPS:
-                partial[key] += _nbytes(nd.op.results[0])
+            if pos == 0 and slicing:
+                partial[key] += _result_bytes(nodes, g, i)
             else:
-                needs_full[key] = True
-    read = sum(full if needs_full[key] else min(full, partial[key]) for key, full in full_size.items())
+                needs_full.add(key)
+    read = sum(full if key in needs_full else min(full, partial[key]) for key, full in full_size.items())
     written = 0
     for i in idx:
         nd = nodes[i]
@@ -1165,7 +1240,7 @@ def _external_bytes(nodes, idx, inside, inside_all, operand_nodes, users, extern
         if nd.name == "stablehlo.dynamic_update_slice":
             written += _nbytes(nd.op.operands[1])
         else:
-            written += sum(_nbytes(r) for r in nd.op.results)
+            written += _result_bytes(nodes, g, i)
     return read, written
 
 
