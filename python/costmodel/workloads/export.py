@@ -1,4 +1,6 @@
-"""Export a data-parallel JAX ResNet training (or inference) step as StableHLO text.
+"""Export a data-parallel JAX ResNet training (or inference) step, or a sharded LLaMA-3
+training step (`LlamaExportOptions`, `lower_llama`; the model and its shardings are in
+`llama.py`), as StableHLO text.
 
 The step is the one of flax's examples/imagenet `train.py`, the recipe the ISPASS 2026
 paper's workloads (imec hespas) were made with (docs/workloads.md compares the result
