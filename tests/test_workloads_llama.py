@@ -462,3 +462,15 @@ def test_dp_tp_shardy_and_gspmd_exports_partition_alike(generated, ctx):
     assert ours_sdy[:2] == ours_gspmd[:2]
     text = (generated / "dp_tp_gspmd.mlir").read_text()
     assert "mhlo.sharding" in text and "sdy.sharding" not in text
+
+
+def test_options_travel_to_the_child_process_as_json():
+    """export_text lowers in a child process (`python -m costmodel.workloads.export JSON`)
+    when this one's jax has too few devices: the JSON names the options' class."""
+    from costmodel.workloads.export import ExportOptions, LlamaExportOptions, options_from_json
+
+    opts = LlamaExportOptions("llama3-8b", mesh={"dp": 2, "fsdp": 2, "tp": 2}, seq_len=16, layers=1, scan=True)
+    back = options_from_json(opts.to_json())
+    assert isinstance(back, LlamaExportOptions) and back == opts and back.devices == 8 and back.batch == 4
+    resnet = ExportOptions("resnet18", devices=2, global_batch=4)
+    assert options_from_json(resnet.to_json()) == resnet
