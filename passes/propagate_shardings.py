@@ -29,6 +29,7 @@ import math
 from costmodel import gspmd
 from costmodel.ir import ir, passmanager, walk_ops
 from costmodel.partitioning import PARTITIONED_ATTR, is_marked_partitioned, mark_partitioned
+from costmodel.reshard_cse import merge_identical_collectives
 
 from . import PassError, PassInfo, PassOption, PassSession, register_pass
 
@@ -140,40 +141,70 @@ def _inline_private_calls(module: ir.Operation, session: PassSession) -> None:
         passmanager.PassManager.parse("builtin.module(symbol-dce)").run(module)
 
 
+def _scatter_slices(src, users, gsize: int):
+    """(dimension, slice type) if every user dynamic-slices 1/gsize of `src` along the
+    same single dimension, else None."""
+    if not users or any(u.name != "stablehlo.dynamic_slice" or u.operands[0] != src for u in users):
+        return None
+    rt = ir.RankedTensorType(src.type)
+    dim, st = None, None
+    for u in users:
+        ut = ir.RankedTensorType(u.results[0].type)
+        diff = [d for d in range(rt.rank) if ut.shape[d] != rt.shape[d]]
+        if len(diff) != 1 or rt.shape[diff[0]] != ut.shape[diff[0]] * gsize or dim not in (None, diff[0]):
+            return None
+        dim, st = diff[0], u.results[0].type
+    return dim, st
+
+
+def _users(value) -> list:
+    return [getattr(u.owner, "operation", u.owner) for u in value.uses]
+
+
 def form_reduce_scatters(module: ir.Operation) -> int:
     """An all_reduce whose every user dynamic-slices 1/n of it along one dimension (n the
-    group size) becomes a reduce_scatter, as XLA's ReduceScatterCreator does on GPU/TPU."""
+    group size) becomes a reduce_scatter, as XLA's ReduceScatterCreator does on GPU/TPU.
+    A transpose between them (a weight gradient computed in the dot's dimension order,
+    then transposed to the parameter's layout: every FSDP gradient of the LLaMA
+    exporter's einsums) is looked through: `reduce_scatter` on the all_reduce's operand
+    along the permuted dimension, then the transpose of the slice (the same bytes
+    reduced; XLA GPU forms one reduce-scatter per FSDP weight matrix there too)."""
     i64 = ir.IntegerType.get_signless(64)
     n = 0
     for ar in [op for op in walk_ops(module) if op.name == "stablehlo.all_reduce"]:
         if len(ar.results) != 1 or "replica_groups" not in ar.attributes:
             continue
-        users = [u.owner for u in ar.results[0].uses]
-        users = [getattr(u, "operation", u) for u in users]
-        if not users or any(u.name != "stablehlo.dynamic_slice" or u.operands[0] != ar.results[0] for u in users):
-            continue
-        rt = ir.RankedTensorType(ar.results[0].type)
         gtype = ir.RankedTensorType(ir.DenseIntElementsAttr(ar.attributes["replica_groups"]).type)
         if gtype.rank != 2 or gtype.shape[1] < 2:
             continue
         gsize = gtype.shape[1]
-        dim, st = None, None
-        for u in users:
-            ut = ir.RankedTensorType(u.results[0].type)
-            diff = [d for d in range(rt.rank) if ut.shape[d] != rt.shape[d]]
-            if len(diff) != 1 or rt.shape[diff[0]] != ut.shape[diff[0]] * gsize or dim not in (None, diff[0]):
-                dim = -1
-                break
-            dim, st = diff[0], u.results[0].type
-        if dim is None or dim < 0:
+        users = _users(ar.results[0])
+        transpose = None
+        found = _scatter_slices(ar.results[0], users, gsize)
+        if found is None and len(users) == 1 and users[0].name == "stablehlo.transpose":
+            transpose = users[0]
+            found = _scatter_slices(transpose.results[0], _users(transpose.results[0]), gsize)
+        if found is None:
             continue
+        dim, st = found
+        slice_users = _users((transpose or ar).results[0])
+        if transpose is not None:
+            perm = [int(p) for p in ir.DenseI64ArrayAttr(transpose.attributes["permutation"])]
+            dim = perm[dim]
+            shape = list(ir.RankedTensorType(ar.results[0].type).shape)
+            shape[dim] //= gsize
+            rs_type = ir.RankedTensorType.get(
+                shape, ir.RankedTensorType(ar.results[0].type).element_type, loc=ar.location
+            )
+        else:
+            rs_type = st
         attrs = {"scatter_dimension": ir.IntegerAttr.get(i64, dim), "replica_groups": ar.attributes["replica_groups"]}
         for k in ("channel_handle", "use_global_device_ids"):
             if k in ar.attributes:
                 attrs[k] = ar.attributes[k]
         with ir.InsertionPoint(ar), ar.location:
             rs = ir.Operation.create(
-                "stablehlo.reduce_scatter", results=[st], operands=[ar.operands[0]], attributes=attrs, regions=1
+                "stablehlo.reduce_scatter", results=[rs_type], operands=[ar.operands[0]], attributes=attrs, regions=1
             )
             old = ar.regions[0].blocks[0]
             new = rs.regions[0].blocks.append(*[a.type for a in old.arguments])
@@ -181,9 +212,21 @@ def form_reduce_scatters(module: ir.Operation) -> int:
             a.replace_all_uses_with(b)
         for o in list(old.operations):
             new.append(o.operation)
-        for u in users:
-            u.results[0].replace_all_uses_with(rs.results[0])
+        result = rs.results[0]
+        if transpose is not None:
+            with ir.InsertionPoint(transpose), transpose.location:
+                tr = ir.Operation.create(
+                    "stablehlo.transpose",
+                    results=[st],
+                    operands=[result],
+                    attributes={"permutation": transpose.attributes["permutation"]},
+                )
+            result = tr.results[0]
+        for u in slice_users:
+            u.results[0].replace_all_uses_with(result)
             u.erase()
+        if transpose is not None:
+            transpose.erase()
         ar.erase()
         n += 1
     return n
@@ -246,6 +289,10 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
         diags.error(op.location, f"propagate-shardings: '{name}' was not converted to a per-device op")
     if leftovers:
         raise PassError("leftover sdy ops")
+
+    # one collective per (value, reshard), as XLA's partitioner caches reshards
+    # (Shardy reshards once per use: FSDP weights were gathered twice)
+    merge_identical_collectives(module)
 
     if options.get("reduce-scatter", True):
         with module.context:

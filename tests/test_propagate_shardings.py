@@ -237,3 +237,43 @@ def test_fsdp_gradients_become_reduce_scatters(ctx):
     assert "scatter_dimension = 0" in str(with_rs)
     # the same operands (so the same bytes) as the all_reduces they replace
     assert sorted(rs_ops) == sorted(_collective_operands(without, "all_reduce"))
+
+
+def test_reduce_scatter_through_a_transpose(ctx):
+    """A weight gradient all-reduced in the dot's dimension order, transposed to the
+    parameter's layout, then sliced 1/n (every FSDP gradient of the LLaMA exporter):
+    a reduce_scatter along the permuted dimension, then the transpose of the slice."""
+    from costmodel.ir import walk_ops
+    from costmodel.passes.propagate_shardings import form_reduce_scatters
+
+    text = """
+func.func @main(%x: tensor<16x8xf32>, %i: tensor<i32>, %z: tensor<i32>) -> tensor<8x4xf32> {
+  %ar = "stablehlo.all_reduce"(%x) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>,
+      replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>, use_global_device_ids}> ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %s = stablehlo.add %a, %b : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+    }) : (tensor<16x8xf32>) -> tensor<16x8xf32>
+  %t = stablehlo.transpose %ar, dims = [1, 0] : (tensor<16x8xf32>) -> tensor<8x16xf32>
+  %d = stablehlo.dynamic_slice %t, %z, %i, sizes = [8, 4] : (tensor<8x16xf32>, tensor<i32>, tensor<i32>) -> tensor<8x4xf32>
+  return %d : tensor<8x4xf32>
+}"""
+    module = load_module(ctx, text, "rs_transpose.mlir")
+    with ctx:
+        assert form_reduce_scatters(module) == 1
+    module.verify()
+    ops = {op.name: op for op in walk_ops(module)}
+    assert "stablehlo.all_reduce" not in ops and "stablehlo.dynamic_slice" not in ops
+    rs = ops["stablehlo.reduce_scatter"]
+    assert str(rs.operands[0].type) == "tensor<16x8xf32>"  # the all_reduce's operand: the same bytes
+    assert str(rs.results[0].type) == "tensor<4x8xf32>"  # 16 / 4 along dim perm[1] = 0
+    assert "scatter_dimension = 0" in str(rs)
+    assert str(ops["stablehlo.transpose"].results[0].type) == "tensor<8x4xf32>"
+
+    # a transpose with another user is not looked through
+    shared = text.replace("return %d : tensor<8x4xf32>", "return %d, %t : tensor<8x4xf32>, tensor<8x16xf32>").replace(
+        "-> tensor<8x4xf32> {", "-> (tensor<8x4xf32>, tensor<8x16xf32>) {"
+    )
+    module = load_module(ctx, shared, "rs_transpose_shared.mlir")
+    with ctx:
+        assert form_reduce_scatters(module) == 0

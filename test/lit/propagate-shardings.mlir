@@ -116,3 +116,24 @@ module @plain {
     return %arg0 : tensor<4xf32>
   }
 }
+
+// -----
+
+// One value resharded for two uses is all-gathered once, as XLA's partitioner caches
+// its reshards (Shardy alone writes one all_gather per use).
+// CHECK-LABEL: module @gathered_once
+// CHECK: %[[G:.*]] = "stablehlo.all_gather"(%arg0)
+// CHECK-NOT: stablehlo.all_gather
+// CHECK: stablehlo.dot_general %arg1, %[[G]], contracting_dims = [1] x [0]
+// CHECK-NOT: stablehlo.all_gather
+// CHECK: stablehlo.dot_general %arg1, %[[G]], contracting_dims = [1] x [1]
+// CHECK-NOT: stablehlo.all_gather
+// CHECK: return
+module @gathered_once attributes {mhlo.num_partitions = 4 : i32} {
+  sdy.mesh @mesh = <["x"=4]>
+  func.func @main(%w: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, %a: tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> (tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}, tensor<8x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) {
+    %0 = stablehlo.dot_general %a, %w, contracting_dims = [1] x [0] : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+    %1 = stablehlo.dot_general %a, %w, contracting_dims = [1] x [1] : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+    return %0, %1 : tensor<8x8xf32>, tensor<8x8xf32>
+  }
+}
