@@ -347,8 +347,8 @@ def _records_from_formation(nodes, ks, block):
         # XLA's TreeReductionRewriter splits large reductions: the second stages are
         # separate (small) kernels in XLA's module; kept apart for the comparison
         split = [_tree_split_bytes(nodes[i]) for i in k.node_ids if nodes[i].cls == "reduce"]
-        split = [b for b in split if b]
-        rec.detail["split"] = (len(split), sum(split)) if k.launches > 1 else (0, 0)
+        split = [b for b in split if b][: max(0, k.launches - 1)]
+        rec.detail["split"] = (len(split), sum(split))
         out.append(rec)
     return out
 

@@ -38,6 +38,8 @@ __all__ = [
 COST_ATTR = "costmodel.cost"
 KERNEL_ATTR = "costmodel.kernel"  # on every op of a kernel: the kernel id
 KERNEL_COST_ATTR = "costmodel.kernel_cost"  # once per kernel, on its root op
+# on an op that is no kernel's member but copied into N kernels (recomputed in each, no buffer)
+KERNEL_COPIES_ATTR = "costmodel.kernel_copies"
 SUMMARY_ATTR = "costmodel.summary"
 UNSUPPORTED_ATTR = "costmodel.unsupported"
 
@@ -457,6 +459,7 @@ class CostEngine:
         kernels = self._form(nodes)
         i64 = self._i64
         placed: dict = {}
+        copies: dict = {}
         for k in kernels:
             k.id = self._next_kernel
             self._next_kernel += 1
@@ -471,6 +474,8 @@ class CostEngine:
                 placed[i] = (k, kc, id_attr)
             for i in k.duplicated_ids:
                 placed.setdefault(i, (k, kc, id_attr))
+                copies[i] = copies.get(i, 0) + 1
+        members = {i for k in kernels for i in k.node_ids}
         for k in kernels:
             k.root.attributes[KERNEL_COST_ATTR] = self._kernel_attr(k, placed[k.node_ids[-1]][1])
         for i, nd in enumerate(nodes):
@@ -497,6 +502,8 @@ class CostEngine:
                 cost.flops, cost.transcendentals, cost.bytes_read, cost.bytes_written, time_ns, kc.bound
             )
             op.attributes[KERNEL_ATTR] = id_attr
+            if i in copies and i not in members:
+                op.attributes[KERNEL_COPIES_ATTR] = self._cnt(copies[i])
             # counts per op; the kernel's time was added above, once
             t.flops += cost.flops
             t.transcendentals += cost.transcendentals

@@ -16,8 +16,9 @@ The model (docs/memory.md has the why and the validation against XLA):
   lower of the two by default, as XLA's scheduler keeps the schedule of least memory.
 - What allocates: the outputs of kernels. With kernel annotations (`annotate-cost` with
   `fusion=xla-gpu|xla-tpu`, or an XLA-compiled module's `mhlo.fusion` ops) a value
-  used only inside its own kernel allocates nothing, and a cheap producer copied into
-  its consumers (a broadcast of a constant) is recomputed there. Without annotations
+  used only inside its own kernel allocates nothing, and a producer copied into its
+  consumer kernels (`costmodel.kernel_copies`: a broadcast, a convert, `x - mean` ...)
+  is recomputed there. Without annotations
   `peak_memory` inlines the calls and forms kernels on a copy of the module (`fusion`,
   default xla-gpu); `fusion="none"` makes every op's result a buffer.
 - Bookkeeping ops alias their operand and allocate nothing: reshape, bitcast,
@@ -58,6 +59,7 @@ SCHEDULE_CHOICES = ("auto", "program", "list")
 
 KERNEL_ATTR = "costmodel.kernel"
 KERNEL_COST_ATTR = "costmodel.kernel_cost"
+KERNEL_COPIES_ATTR = "costmodel.kernel_copies"  # engine.py: an op copied into N kernels
 
 # Results that are their operand's buffer (no allocation).
 ALIAS_OPS = frozenset(
@@ -665,8 +667,8 @@ class _Analyzer:
         attrs = op.attributes
         if KERNEL_ATTR not in attrs:
             return True  # not in a kernel: collectives, ops the engine could not cost ...
-        if op.name in DUPLICABLE_OPS and KERNEL_COST_ATTR not in attrs:
-            return False  # a cheap producer copied into the kernels that read it
+        if KERNEL_COPIES_ATTR in attrs or (op.name in DUPLICABLE_OPS and KERNEL_COST_ATTR not in attrs):
+            return False  # a producer copied into the kernels that read it (recomputed there)
         kid = ir.IntegerAttr(attrs[KERNEL_ATTR]).value
         for use in r.uses:
             user = use.owner

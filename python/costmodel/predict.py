@@ -6,7 +6,7 @@
 
 The module is parsed once, partitioned once when it is sharded (propagate-shardings),
 private functions are inlined once with `inline=True` (XLA inlines before it fuses;
-see docs/kernels.md for why it is not the default); every
+docs/kernels.md "Validation" compares both with XLA GPU's kernels); every
 (system, backend) then runs on a clone: annotate-cost -> extract-collectives -> Chakra
 -> simulate. The JSON document is described in docs/predict.md (schema
 "costmodel.predict/1").
