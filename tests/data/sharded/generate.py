@@ -18,6 +18,7 @@ Must run in its own process: it sets XLA_FLAGS before importing jax.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import sys
@@ -31,6 +32,7 @@ def _setup(dump_dir: str | None) -> None:
             f"--xla_dump_to={dump_dir}",
             "--xla_dump_hlo_pass_re=spmd-partitioning",
             "--xla_dump_hlo_as_proto",
+            "--xla_dump_hlo_as_text",
         ]
     os.environ["XLA_FLAGS"] = " ".join(flags)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -191,7 +193,7 @@ def cases():
     return {k: v if len(v) == 4 else v + (False,) for k, v in out.items()}
 
 
-def _jit(name, fn, out_shardings):
+def _jit(name, fn, out_shardings, donate_argnums=()):
     import functools
 
     import jax
@@ -202,7 +204,7 @@ def _jit(name, fn, out_shardings):
 
     wrapper.__name__ = name
     wrapper.__qualname__ = name
-    return jax.jit(wrapper, out_shardings=out_shardings)
+    return jax.jit(wrapper, out_shardings=out_shardings, donate_argnums=donate_argnums)
 
 
 def _hlo_module_proto(hlo_proto: bytes) -> bytes:
@@ -218,6 +220,66 @@ def _hlo_module_proto(hlo_proto: bytes) -> bytes:
         if c < 0x80:
             break
     return hlo_proto[i : i + n]
+
+
+def _iota(dims: list[int], perm: list[int] | None) -> list[int]:
+    """XLA's iota tile assignment `[dims]T(perm)` flattened."""
+    import numpy as np
+
+    arr = np.arange(int(np.prod(dims))).reshape(dims)
+    if perm is not None:
+        arr = arr.transpose(perm)
+    return [int(x) for x in arr.reshape(-1)]
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def replica_groups_from_hlo_text(text: str) -> dict[int, list[list[int]]]:
+    """channel_id -> device groups of every collective in an HLO text dump.
+
+    `hlo_to_stablehlo` writes groups of the form `replica_groups=mesh[...],
+    device_ids=(...) {axes}` as `#stablehlo.replica_group_mesh_axes` over an `sdy.mesh`
+    that lacks the device ids (jaxlib 0.10.2), which names other devices; the test reads
+    the groups from the text instead, keyed by the channel handle both forms keep."""
+    import re
+
+    import numpy as np
+
+    out = {}
+    for line in text.splitlines():
+        ch = re.search(r"channel_id=(\d+)", line)
+        rg = re.search(r"replica_groups=(.*)", line)
+        if not ch or not rg:
+            continue
+        rest = rg.group(1)
+        if rest.startswith("{"):
+            groups = [_ints(g) for g in re.findall(r"\{([\d,]*)\}", rest[1 : rest.index("}}") + 1])]
+        elif rest.startswith("mesh["):
+            m = re.match(r"mesh\[([^\]]*)\](?:, device_ids=\(\[([\d,]*)\](?:T\(([\d,]*)\))?\))? \{([^}]*)\}", rest)
+            if not m:
+                raise ValueError(f"unparsed replica groups: {rest[:120]}")
+            axes = [(a, int(n)) for a, n in re.findall(r"'([^']+)'=(\d+)", m.group(1))]
+            n = int(np.prod([k for _, k in axes]))
+            dev = _iota(_ints(m.group(2)), _ints(m.group(3)) if m.group(3) else None) if m.group(2) else list(range(n))
+            names = re.findall(r"'([^']+)'", m.group(4))
+            if any(":" in a or "(" in a for a in names):
+                raise ValueError(f"sub-axes not handled: {rest[:120]}")
+            arr = np.array(dev).reshape([k for _, k in axes])
+            gdims = [i for i, (a, _) in enumerate(axes) if a in names]
+            other = [i for i in range(len(axes)) if i not in gdims]
+            size = int(np.prod([axes[i][1] for i in gdims])) if gdims else 1
+            groups = arr.transpose(other + gdims).reshape(-1, size).tolist()
+        else:
+            m = re.match(r"\[(\d+),(\d+)\]<=\[([\d,]*)\](?:T\(([\d,]*)\))?", rest)
+            if not m:
+                raise ValueError(f"unparsed replica groups: {rest[:120]}")
+            flat = _iota(_ints(m.group(3)), _ints(m.group(4)) if m.group(4) else None)
+            g, k = int(m.group(1)), int(m.group(2))
+            groups = [flat[i * k : (i + 1) * k] for i in range(g)]
+        out[int(ch.group(1))] = groups
+    return out
 
 
 def main(argv: list[str]) -> int:
@@ -252,6 +314,10 @@ def main(argv: list[str]) -> int:
                     proto = _hlo_module_proto(fh.read())
                 with open(os.path.join(outdir, f"{name}.xla.mlirbc"), "wb") as fh:
                     fh.write(_jax.mlir.hlo_to_stablehlo(proto))
+                with open(files[0][: -len(".hlo.pb")] + ".txt") as fh:
+                    groups = replica_groups_from_hlo_text(fh.read())
+                with open(os.path.join(outdir, f"{name}.xla.groups.json"), "w") as fh:
+                    json.dump({str(k): v for k, v in groups.items()}, fh)
         finally:
             jax.config.update("jax_use_shardy_partitioner", True)
     if dump:
