@@ -26,16 +26,14 @@ from __future__ import annotations
 
 import math
 
-from costmodel import gspmd
+from costmodel import gspmd, xla_spmd
 from costmodel.ir import ir, passmanager, walk_ops
 from costmodel.partitioning import PARTITIONED_ATTR, is_marked_partitioned, mark_partitioned
 
 from . import PassError, PassInfo, PassOption, PassSession, register_pass
 
-PROPAGATE = (
-    "builtin.module(sdy-propagation-pipeline,"
-    "func.func(sdy-insert-explicit-reshards{enable-full-version=true},sdy-reshard-to-collectives))"
-)
+PROPAGATE = "builtin.module(sdy-propagation-pipeline)"
+RESHARDS = "builtin.module(func.func(sdy-insert-explicit-reshards{enable-full-version=true},sdy-reshard-to-collectives))"
 TO_LOCAL = "builtin.module(sdy-convert-global-to-local)"
 LEGALIZE_CHLO = "builtin.module(func.func(chlo-legalize-to-stablehlo))"
 
@@ -87,14 +85,14 @@ def _mark_loop_block_args(module: ir.Operation) -> int:
         if op.name != "stablehlo.while" or "sdy.sharding" not in op.attributes:
             continue
         per_value = ir.Attribute(op.attributes["sdy.sharding"])
-        shardings = _sharding_list(per_value)
+        shardings = xla_spmd.sharding_list(per_value)
         if shardings is None or len(shardings) != len(op.results):
             continue
         for region in op.regions:
             block = region.blocks[0]
             first = block.operations[0] if len(block.operations) else None
             for arg, sharding in zip(block.arguments, shardings):
-                if not _is_sharded(sharding) or arg.type.typeid != ir.RankedTensorType.static_typeid:
+                if not xla_spmd.is_sharded(sharding) or arg.type.typeid != ir.RankedTensorType.static_typeid:
                     continue
                 uses = [(u.owner, u.operand_number) for u in arg.uses]
                 if not uses:
@@ -124,32 +122,6 @@ def _unmark_loop_block_args(module: ir.Operation) -> int:
             op.erase()
             n += 1
     return n
-
-
-def _sharding_list(per_value: ir.Attribute) -> list[str] | None:
-    """`#sdy.sharding_per_value<[<@m, [...]>, ...]>` -> the texts of its shardings."""
-    text = str(per_value)
-    prefix = "#sdy.sharding_per_value<["
-    if not text.startswith(prefix) or not text.endswith("]>"):
-        return None
-    body, out, depth, start = text[len(prefix) : -2], [], 0, 0
-    for i, c in enumerate(body):
-        if c in "<[{(":
-            depth += 1
-        elif c in ">]})":
-            depth -= 1
-        elif c == "," and depth == 0:
-            out.append(body[start:i].strip())
-            start = i + 1
-    if body.strip():
-        out.append(body[start:].strip())
-    return [f"#sdy.sharding{t}" if t.startswith("<") else t for t in out]
-
-
-def _is_sharded(sharding: str) -> bool:
-    """Whether a sharding text names any axis on a dimension (not just replicated)."""
-    dims = sharding[sharding.find("[") :]
-    return '"' in dims
 
 
 def _fix_loop_block_types(module: ir.Operation) -> int:
@@ -227,148 +199,6 @@ def _inline_private_calls(module: ir.Operation, session: PassSession) -> None:
             )
             raise PassError("recursive call")
         passmanager.PassManager.parse("builtin.module(symbol-dce)").run(module)
-
-
-def _broadcasts_as_xla_imports_them(module: ir.Operation) -> int:
-    """A `broadcast_in_dim` that only adds size-1 dimensions becomes a `reshape`, one that
-    only permutes dimensions a `transpose`, and one that does neither an identity — as the
-    StableHLO -> HLO conversion that XLA compiles from canonicalises them. Shardy's
-    propagation treats the two ops differently (a `lax.scan` stashing its per-layer
-    residuals with `broadcast_in_dim` + `dynamic_update_slice` gets its stacked residuals
-    sharded on another dimension than XLA gives them, and other collectives), so the
-    program is partitioned as XLA sees it. Returns how many were rewritten."""
-    n = 0
-    for op in [o for o in walk_ops(module) if o.name == "stablehlo.broadcast_in_dim"]:
-        src, dst = op.operands[0].type, op.results[0].type
-        if src.typeid != ir.RankedTensorType.static_typeid or dst.typeid != ir.RankedTensorType.static_typeid:
-            continue
-        src, dst = ir.RankedTensorType(src), ir.RankedTensorType(dst)
-        if not src.has_static_shape or not dst.has_static_shape:
-            continue
-        dims = [int(d) for d in ir.DenseI64ArrayAttr(op.attributes["broadcast_dimensions"])]
-        if math.prod(src.shape) != math.prod(dst.shape) or any(src.shape[i] != dst.shape[d] for i, d in enumerate(dims)):
-            continue  # a real broadcast
-        attrs = {}
-        for i in range(len(op.attributes)):
-            a = op.attributes[i]
-            if a.name != "broadcast_dimensions":
-                attrs[a.name] = a.attr
-        with ir.InsertionPoint(op), op.location:
-            if dims == sorted(dims):
-                if src == dst:
-                    new = op.operands[0]
-                else:
-                    new = ir.Operation.create("stablehlo.reshape", results=[dst], operands=[op.operands[0]], attributes=attrs).results[0]
-            elif src.rank == dst.rank:
-                # result dimension d is operand dimension dims.index(d)
-                perm = [dims.index(d) for d in range(dst.rank)]
-                attrs["permutation"] = ir.DenseI64ArrayAttr.get(perm)
-                new = ir.Operation.create("stablehlo.transpose", results=[dst], operands=[op.operands[0]], attributes=attrs).results[0]
-            else:
-                continue  # permutes and adds dimensions: left as it is
-        op.results[0].replace_all_uses_with(new)
-        op.erase()
-        n += 1
-    return n
-
-
-def _order_blocks_as_xla_imports_them(module: ir.Operation) -> None:
-    """Put the ops of every block in the order XLA's HLO import gives them: a post-order
-    depth-first walk of the data flow from each op without users (side-effecting ops and
-    dead ops in program order, the terminator last), operands first to last.
-
-    XLA compiles the module as HLO and converts it back for Shardy; an HLO computation
-    keeps no op order of its own, the conversion walks it in this post-order
-    (`HloComputation::MakeInstructionPostOrder`). Shardy's propagation resolves
-    conflicting shardings in walk order, so the order decides real choices: a `lax.scan`
-    training step whose backward pass computes the weight gradients before the input
-    gradient (as JAX emits it) gets other shardings for its stashed residuals than XLA
-    gives them, and other collectives."""
-    for op in walk_ops(module):
-        for region in op.regions:
-            for block in region.blocks:
-                _order_block(block)
-
-
-def _order_block(block) -> None:
-    ops = [o.operation for o in block.operations]
-    if len(ops) < 3:
-        return
-    index = {op: i for i, op in enumerate(ops)}
-
-    def producers(op):
-        """Ops of this block whose results `op` uses: its operands, then values its
-        regions capture (HLO makes those explicit operands after the others)."""
-        out = []
-        for v in op.operands:
-            owner = v.owner
-            owner = getattr(owner, "operation", owner)
-            if isinstance(owner, ir.Operation) and owner in index:
-                out.append(owner)
-        if len(op.regions):
-            for inner in walk_ops(op):
-                for v in inner.operands:
-                    owner = v.owner
-                    owner = getattr(owner, "operation", owner)
-                    if isinstance(owner, ir.Operation) and owner in index:
-                        out.append(owner)
-        return out
-
-    visited = [0] * len(ops)  # 0 new, 1 visiting, 2 done
-    order = []
-    terminator = ops[-1]
-    roots = [op for op in ops[:-1] if all(not list(r.uses) for r in op.results)] + [terminator]
-    for root in roots:
-        stack = [root]
-        while stack:
-            cur = stack[-1]
-            i = index[cur]
-            if visited[i] == 0:
-                visited[i] = 1
-                for p in reversed(producers(cur)):
-                    if visited[index[p]] == 0:
-                        stack.append(p)
-            else:
-                stack.pop()
-                if visited[i] == 1:
-                    visited[i] = 2
-                    order.append(cur)
-    if len(order) != len(ops) or order == ops:
-        return  # (a cycle cannot happen in SSA; keep the block as it is if it did)
-    for op in order[:-1]:
-        op.move_before(terminator)
-
-
-_SDY_COLLECTIVES = ("sdy.all_gather", "sdy.all_slice", "sdy.all_to_all", "sdy.collective_permute", "sdy.all_reduce")
-
-
-def _merge_duplicate_reshards(module: ir.Operation) -> int:
-    """Two identical `sdy` collectives of the same value in one block become one (the
-    first): XLA's SPMD partitioner reshards a value once and reuses the result (its
-    reshard cache), while `sdy-reshard-to-collectives` emits a collective per use (an
-    FSDP step all-gathering its input for the forward and again for the backward matmul).
-    Returns how many were removed."""
-    n = 0
-    for op in walk_ops(module):
-        for region in op.regions:
-            for block in region.blocks:
-                seen = {}
-                for child in list(block.operations):
-                    child = child.operation
-                    if child.name not in _SDY_COLLECTIVES:
-                        continue
-                    attrs = sorted(
-                        (child.attributes[i].name, str(child.attributes[i].attr)) for i in range(len(child.attributes))
-                    )
-                    key = (child.name, tuple(attrs), tuple(child.operands), str(child.results[0].type))
-                    first = seen.get(key)
-                    if first is None:
-                        seen[key] = child
-                        continue
-                    child.results[0].replace_all_uses_with(first.results[0])
-                    child.erase()
-                    n += 1
-    return n
 
 
 def form_reduce_scatters(module: ir.Operation) -> int:
@@ -461,15 +291,20 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
 
     _inline_private_calls(module, session)
     with module.context:
-        _broadcasts_as_xla_imports_them(module)
-        _order_blocks_as_xla_imports_them(module)
+        # the program as XLA's HLO import gives it to Shardy (costmodel.xla_spmd)
+        xla_spmd.broadcasts_as_hlo(module)
+        xla_spmd.order_as_hlo(module)
     if any(op.name.startswith("chlo.") for op in walk_ops(module)):
         # Shardy's global-to-local conversion has no rule for CHLO ops (chlo.square of a
         # layer norm): expand them into StableHLO first, as XLA's own import does.
         _run_pipeline(module, LEGALIZE_CHLO, session, "CHLO to StableHLO")
-    _run_pipeline(module, PROPAGATE, session, "Shardy propagation and reshard-to-collectives")
+    _run_pipeline(module, PROPAGATE, session, "Shardy propagation")
     with module.context:
-        _merge_duplicate_reshards(module)
+        xla_spmd.dot_strategies(module)
+        xla_spmd.dynamic_slice_strategies(module)
+    _run_pipeline(module, RESHARDS, session, "Shardy explicit reshards and reshard-to-collectives")
+    with module.context:
+        xla_spmd.merge_duplicate_reshards(module)
     if not options["per-device"]:
         return
     _run_pipeline(module, TO_LOCAL, session, "sdy-convert-global-to-local", fix_loops=True)
