@@ -27,15 +27,23 @@ from __future__ import annotations
 import math
 
 from costmodel import gspmd, xla_spmd
-from costmodel.ir import ir, passmanager, walk_ops
+from costmodel.ir import DiagnosticEngine, ir, passmanager, walk_ops
 from costmodel.partitioning import PARTITIONED_ATTR, is_marked_partitioned, mark_partitioned
 
 from . import PassError, PassInfo, PassOption, PassSession, register_pass
 
-PROPAGATE = "builtin.module(sdy-propagation-pipeline)"
-RESHARDS = "builtin.module(func.func(sdy-insert-explicit-reshards{enable-full-version=true},sdy-reshard-to-collectives))"
-TO_LOCAL = "builtin.module(sdy-convert-global-to-local)"
-LEGALIZE_CHLO = "builtin.module(func.func(chlo-legalize-to-stablehlo))"
+# (stage name, pipeline): each runs on its own so that a crash names the pass
+LEGALIZE_CHLO = ("chlo-legalize-to-stablehlo", "builtin.module(func.func(chlo-legalize-to-stablehlo))")
+PROPAGATE = ("sdy-propagation-pipeline", "builtin.module(sdy-propagation-pipeline)")
+RESHARDS = (
+    "sdy-insert-explicit-reshards",
+    "builtin.module(func.func(sdy-insert-explicit-reshards{enable-full-version=true}))",
+)
+TO_COLLECTIVES = ("sdy-reshard-to-collectives", "builtin.module(func.func(sdy-reshard-to-collectives))")
+# XLA pads a dimension its sharding does not divide; without this the conversion aborts
+# ("Check failed: localType Failed to compute local type due to non-divisible sharding")
+PAD = ("sdy-pad-for-divisibility", "builtin.module(func.func(sdy-pad-for-divisibility))")
+TO_LOCAL = ("sdy-convert-global-to-local", "builtin.module(sdy-convert-global-to-local)")
 
 # sdy ops that may remain in a per-device program
 _ALLOWED_SDY_LOCAL = {"sdy.mesh"}
@@ -151,8 +159,10 @@ def _fix_loop_block_types(module: ir.Operation) -> int:
 
 
 def _run_pipeline(
-    module: ir.Operation, pipeline: str, session: PassSession, what: str, fix_loops: bool = False
+    module: ir.Operation, stage: tuple[str, str], session: PassSession, progress, fix_loops: bool = False
 ) -> None:
+    what, pipeline = stage
+    progress.stage(what)
     diags = session.diagnostics
     before = sum(1 for d in diags.diagnostics if d.severity == "error")
     with module.context:
@@ -265,6 +275,46 @@ def _mesh_sizes(module: ir.Operation) -> dict[str, int]:
 
 
 def run(module: ir.Operation, options: dict, session: PassSession) -> None:
+    """The pass. Shardy's passes abort the process on an internal CHECK failure, so with
+    `isolate=true` (the default where os.fork exists) everything runs in a forked child
+    (costmodel.isolation): a crash becomes one error naming the stage."""
+    from costmodel import isolation
+
+    if not options.get("isolate", True) or not isolation.isolation_available():
+        return _run(module, options, session, isolation.Progress())
+    diags = session.diagnostics
+
+    def work(child: ir.Operation, progress):
+        child_session = PassSession(
+            DiagnosticEngine(diags.source_name),
+            output_path=session.output_path,
+            input_path=session.input_path,
+            chunk_index=session.chunk_index,
+            cwd=session.cwd,
+        )
+        child_session.diagnostics.input_is_bytecode = diags.input_is_bytecode
+        # MLIR's own diagnostics (Shardy's warnings, verifier errors) into the child's engine
+        child.context.attach_diagnostic_handler(lambda d: child_session.diagnostics.add_mlir([d]) or True)
+        failure = None
+        try:
+            _run(child, options, child_session, progress)
+        except PassError as err:
+            failure = err
+            progress.send_module = False  # (maybe invalid IR; the run failed anyway)
+        return child_session.diagnostics.diagnostics, child_session.messages, failure
+
+    try:
+        found, messages, failure = isolation.run_isolated(module, work, source_name=diags.source_name)
+    except isolation.NativeCrash as crash:
+        diags.error(module.location, f"propagate-shardings: {crash}")
+        raise PassError("native crash") from None
+    diags.diagnostics.extend(found)
+    session.messages.extend(messages)
+    if failure is not None:
+        raise failure
+
+
+def _run(module: ir.Operation, options: dict, session: PassSession, progress) -> None:
     diags = session.diagnostics
     if is_marked_partitioned(module):
         # Partitioning the per-device program again would shard it a second time
@@ -278,6 +328,7 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
     if not has_sdy:
         if not gspmd.module_has_gspmd_shardings(module):
             return  # nothing sharded: unchanged
+        progress.stage("gspmd-to-shardy")
         if not gspmd.convert_module(module, diags):
             if not diags.has_errors:
                 diags.error(module.location, "propagate-shardings: cannot convert the GSPMD shardings")
@@ -289,7 +340,9 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
             "the mhlo.sharding strings are ignored",
         )
 
+    progress.stage("inline-calls")
     _inline_private_calls(module, session)
+    progress.stage("xla-import-form")
     with module.context:
         # the program as XLA's HLO import gives it to Shardy (costmodel.xla_spmd)
         xla_spmd.broadcasts_as_hlo(module)
@@ -297,17 +350,21 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
     if any(op.name.startswith("chlo.") for op in walk_ops(module)):
         # Shardy's global-to-local conversion has no rule for CHLO ops (chlo.square of a
         # layer norm): expand them into StableHLO first, as XLA's own import does.
-        _run_pipeline(module, LEGALIZE_CHLO, session, "CHLO to StableHLO")
-    _run_pipeline(module, PROPAGATE, session, "Shardy propagation")
+        _run_pipeline(module, LEGALIZE_CHLO, session, progress)
+    _run_pipeline(module, PROPAGATE, session, progress)
+    progress.stage("xla-strategies")
     with module.context:
         xla_spmd.dot_strategies(module)
         xla_spmd.dynamic_slice_strategies(module)
-    _run_pipeline(module, RESHARDS, session, "Shardy explicit reshards and reshard-to-collectives")
+    _run_pipeline(module, RESHARDS, session, progress)
+    _run_pipeline(module, TO_COLLECTIVES, session, progress)
     with module.context:
         xla_spmd.merge_duplicate_reshards(module)
     if not options["per-device"]:
         return
-    _run_pipeline(module, TO_LOCAL, session, "sdy-convert-global-to-local", fix_loops=True)
+    _run_pipeline(module, PAD, session, progress)
+    _run_pipeline(module, TO_LOCAL, session, progress, fix_loops=True)
+    progress.stage("per-device-cleanup")
 
     leftovers = {}
     for op in walk_ops(module):
@@ -344,6 +401,13 @@ INFO = register_pass(
                 True,
                 "export to local (per-device) shapes with stablehlo collectives; false keeps global "
                 "shapes with sdy collectives",
+            ),
+            PassOption(
+                "isolate",
+                bool,
+                True,
+                "run Shardy in a forked child process, so that an internal CHECK failure of the native code "
+                "becomes one error naming the pass instead of a core dump (POSIX; false runs it in-process)",
             ),
             PassOption(
                 "reduce-scatter",

@@ -34,7 +34,7 @@ def _run(ctx, name_or_text, per_device=True):
 
 def test_registered():
     info = get_pass("propagate-shardings")
-    assert info is not None and [o.name for o in info.options] == ["per-device", "reduce-scatter"]
+    assert info is not None and [o.name for o in info.options] == ["per-device", "isolate", "reduce-scatter"]
 
 
 def test_tp_mlp_per_device(ctx):

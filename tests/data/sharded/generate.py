@@ -373,12 +373,19 @@ def cases():
         ns(m24, P("data")),
     )
 
+    # 12i. A sharding its dimension does not divide (12 rows over 8 devices): XLA pads.
+    def uneven_constraint(x):
+        return jnp.sin(jax.lax.with_sharding_constraint(jnp.tanh(x), ns(m8, P("d")))) @ x.T
+
+    out["uneven_constraint"] = (uneven_constraint, [jax.ShapeDtypeStruct((12, 16), f32)], ns(m8, P()))
+
     # 13. GSPMD-string versions (lowered with jax_use_shardy_partitioner=False; XLA then
     # propagates with GSPMD, we with Shardy).
     gspmd = [
         "shard_map", "tp_mlp", "transformer_dp_tp", "reshard_all_to_all", "scan_dp", "scan_fsdp", "scan_dp_tp",
         "remat_dp_tp", "custom_vjp_tp", "mid_reshard", "gqa_attention", "gqa_train", "vocab_embed",
         "vocab_embed_train", "shard_map_full", "shard_map_partial", "fori_tp", "private_calls",
+        "uneven_constraint",
     ]  # fmt: skip
     for name in gspmd:
         out[f"{name}_gspmd"] = out[name][:3] + (True,)
