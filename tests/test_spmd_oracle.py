@@ -78,6 +78,8 @@ EXPECTED_KINDS = {
     "shard_map_full_gspmd": {"all_reduce": 1, "collective_permute": 1, "all_gather": 1},
     "shard_map_partial": {"all_reduce": 1},
     "shard_map_partial_gspmd": {"all_reduce": 1},
+    "uneven_constraint": {"all_gather": 2},
+    "uneven_constraint_gspmd": {"all_gather": 2},
 }
 
 # Known differences, each tested for what it is (test_known_differences):

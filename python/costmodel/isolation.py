@@ -134,6 +134,9 @@ def run_isolated(
         if pid == 0:  # the child: never returns
             code = 70
             try:
+                import faulthandler
+
+                faulthandler.disable()  # (pytest's would print the crash to the real stderr)
                 os.dup2(err_fh.fileno(), 2)
                 os.dup2(err_fh.fileno(), 1)
                 ctx = make_context(allow_unregistered_dialects=module.context.allow_unregistered_dialects)
