@@ -30,6 +30,7 @@ import re
 import signal
 import tempfile
 import traceback
+import warnings
 from typing import Any, Callable
 
 from .ir import ir
@@ -130,7 +131,12 @@ def run_isolated(
         return work(module, Progress())
     data = _bytecode(module)
     with tempfile.TemporaryFile() as result_fh, tempfile.TemporaryFile() as err_fh, tempfile.TemporaryFile() as stage_fh:
-        pid = os.fork()
+        with warnings.catch_warnings():
+            # JAX, when imported (library use, tests), warns at every fork that JAX is
+            # multithreaded; the child touches nothing of JAX nor the parent's MLIR
+            # context (a fresh single-threaded one), so no lock of those threads matters
+            warnings.simplefilter("ignore", RuntimeWarning)
+            pid = os.fork()
         if pid == 0:  # the child: never returns
             code = 70
             try:
