@@ -57,7 +57,12 @@ class Annotated:
 
 
 def run_annotate(
-    text: str, hardware: str = "h100-sxm", fusion: str = "none", backend: str = "roofline", inline: bool = False
+    text: str,
+    hardware: str = "h100-sxm",
+    fusion: str = "none",
+    backend: str = "roofline",
+    inline: bool = False,
+    branch: str | int = "max",
 ) -> Annotated:
     from costmodel.backends import make_backend
     from costmodel.engine import CostEngine
@@ -73,7 +78,7 @@ def run_annotate(
             inline_calls(module)
     hw = load_hardware(hardware)
     diags = DiagnosticEngine("<test>")
-    engine = CostEngine(make_backend(backend, hw, {}), hw.name, diags, backend_name=backend, fusion=fusion)
+    engine = CostEngine(make_backend(backend, hw, {}), hw.name, diags, backend_name=backend, fusion=fusion, branch=branch)
     totals = engine.run(module)
     return Annotated(module, engine, totals, diags.diagnostics)
 

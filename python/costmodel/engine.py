@@ -211,11 +211,16 @@ class CostEngine:
         fusion: str = "none",
         formation_cache: dict | None = None,
         kernel_former=None,
+        branch: str | int = "max",
     ):
+        from .branches import parse_policy
+
         self.backend = backend
         # kernels formed elsewhere (fusion=iree: IREE's dispatch regions): an object with
         # form(nodes) -> [Kernel] per block and summary() -> extra summary entries
         self.kernel_former = kernel_former
+        # which branch of a case/if counts (costmodel.branches): max, mean or an index
+        self.branch = parse_policy(branch)
         # kernel formation policy: "none" (every op its own kernel, no kernel attributes),
         # "xla-gpu", "xla-tpu"; "given" is chosen for modules XLA already fused.
         self.fusion = fusion
@@ -329,6 +334,7 @@ class CostEngine:
             "op_count": self._cnt(self.op_count),
             "unsupported_count": self._cnt(sum(self.unsupported_ops.values())),
         }
+        d["branch"] = ir.StringAttr.get(str(self.branch))
         if self.fusion != "none":
             d["fusion"] = ir.StringAttr.get(self.policy)
             d["kernel_count"] = self._cnt(total.kernel_count)
@@ -676,21 +682,26 @@ class CostEngine:
             self._set_totals_attr(op, t, trip)
             return t
         if name in ("stablehlo.case", "stablehlo.if"):
-            # XLA HandleConditional: the maximum over the branches, per property.
+            # The branch policy (costmodel.branches): every property from the same branch
+            # (max: the costliest, <k>: branch k), or the mean over the branches. The
+            # weights go on the op for the kernel report, memory, collectives and Chakra.
+            from .branches import set_op_weights, weights_for
+
             branches = [self.region_totals(r) for r in op.regions]
+            weights = weights_for(self.branch, [b.time_ns for b in branches])
             t = Totals()
-            for b in branches:
-                t.flops = max(t.flops, b.flops)
-                t.transcendentals = max(t.transcendentals, b.transcendentals)
-                t.bytes_read = max(t.bytes_read, b.bytes_read)
-                t.bytes_written = max(t.bytes_written, b.bytes_written)
-                t.time_ns = max(t.time_ns, b.time_ns)
-                for k, v in b.time_by_bound.items():
-                    t.time_by_bound[k] = max(t.time_by_bound[k], v)
-                t.unsupported = max(t.unsupported, b.unsupported)
-                # the launches of the branch that runs (kernel formation on): the largest
-                t.kernel_count = max(t.kernel_count, b.kernel_count)
-                t.kernel_bytes = max(t.kernel_bytes, b.kernel_bytes)
+            for b, w in zip(branches, weights):
+                if w:
+                    t.add(b, int(w) if float(w).is_integer() else w)
+            if any(0 < w < 1 for w in weights):  # mean: whole counts
+                for f in ("flops", "transcendentals", "bytes_read", "bytes_written", "kernel_count", "kernel_bytes"):
+                    setattr(t, f, int(round(getattr(t, f))))
+            if self.branch == "xla":  # each count its maximum over the branches (XLA's cost analysis)
+                for f in ("flops", "transcendentals", "bytes_read", "bytes_written", "kernel_count", "kernel_bytes"):
+                    setattr(t, f, max([getattr(b, f) for b in branches] + [0]))
+            # an op we cannot cost in any branch stays flagged
+            t.unsupported = max([b.unsupported for b in branches] + [0])
+            set_op_weights(op, weights)
             self._set_totals_attr(op, t)
             return t
         if name == "chlo.scan":
