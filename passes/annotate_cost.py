@@ -125,7 +125,7 @@ INFO = register_pass(
                 "",
                 "kernel formation: xla-gpu, xla-tpu, iree (IREE's dispatch regions for llvm-cpu; calls are "
                 "inlined first) or none (every op its own kernel); default: the compiler that targets the "
-                "hardware (TPU: xla-tpu, cpu: none, GPUs: xla-gpu)",
+                "hardware (TPU and host-cpu: xla-tpu, cpu: none, GPUs: xla-gpu)",
             ),
             PassOption(
                 "branch",

@@ -86,3 +86,36 @@ def run_annotate(
 @pytest.fixture
 def annotate():
     return run_annotate
+
+
+# -- the profiled/learned backends: IREE on this host --------------------------------------
+@pytest.fixture(scope="session")
+def host_calibration(tmp_path_factory):
+    """A cache dir holding this host's measurements (quick ones: 64 MiB copies, one round
+    of IREE dispatch chains, one GEMM), measured once per session; skips without IREE."""
+    pytest.importorskip("iree.compiler", reason="needs the [iree] extra (iree-base-compiler)")
+    pytest.importorskip("iree.runtime", reason="needs the [iree] extra (iree-base-runtime)")
+    from costmodel.profiling.host import host_measurements
+
+    root = tmp_path_factory.mktemp("costmodel-cache")
+    old = os.environ.get("COSTMODEL_CACHE_DIR")
+    os.environ["COSTMODEL_CACHE_DIR"] = str(root)
+    try:
+        host_measurements(quick=True)
+    finally:
+        if old is None:
+            del os.environ["COSTMODEL_CACHE_DIR"]
+        else:
+            os.environ["COSTMODEL_CACHE_DIR"] = old
+    return root
+
+
+@pytest.fixture
+def profile_cache(host_calibration, tmp_path, monkeypatch):
+    """A fresh, empty measurement cache with the session's host measurements."""
+    import shutil
+
+    root = tmp_path / "cache"
+    shutil.copytree(host_calibration / "host", root / "host")
+    monkeypatch.setenv("COSTMODEL_CACHE_DIR", str(root))
+    return root

@@ -225,6 +225,10 @@ class CostEngine:
         # "xla-gpu", "xla-tpu"; "given" is chosen for modules XLA already fused.
         self.fusion = fusion
         self.policy = fusion
+        if fusion == "none" and getattr(backend, "kernels_only", False):
+            # a backend that measures or learns kernels (profiled, learned): every op is
+            # handed over as a kernel of its own (formation policy "none": no fusion)
+            self.fusion = "ops"
         self._next_kernel = 0
         self._leaf_cache: dict = {}
         # Kernel formation does not depend on the hardware or the backend: callers that
@@ -246,6 +250,7 @@ class CostEngine:
         self._i64 = None
         self._backend_attr = None
         self._decomp_cache: dict = {}
+        self.program_overhead_ns = 0.0
 
     # -- attributes -----------------------------------------------------------
     def _cnt(self, value: int):
@@ -304,6 +309,13 @@ class CostEngine:
                 if vis is None or ir.StringAttr(vis).value == "public":
                     total.add(t)
                     entries.append(name)
+            # backends that predict a whole program's run (profiled, learned) add what it
+            # pays once (one invocation of the runtime) on top of its kernels
+            overhead = getattr(self.backend, "program_overhead_ns", None)
+            self.program_overhead_ns = float(overhead()) if overhead is not None and entries else 0.0
+            if self.program_overhead_ns:
+                total.time_ns += self.program_overhead_ns
+                total.time_by_bound["overhead"] += self.program_overhead_ns
             self._write_summary(module, total, entries)
             from . import ir as ir_mod
 
@@ -345,6 +357,13 @@ class CostEngine:
                     d[key] = ir.DictAttr.get({k: self._cnt(v) for k, v in value.items()})
                 else:
                     d[key] = self._cnt(value) if isinstance(value, int) else ir.StringAttr.get(str(value))
+        if self.program_overhead_ns:
+            d["program_overhead_ns"] = f64_attr(self.program_overhead_ns)
+        stats = getattr(self.backend, "summary_stats", None)
+        if stats is not None:  # e.g. profiled: kernels measured / from cache / fallen back
+            d["backend_stats"] = ir.DictAttr.get(
+                {k: (f64_attr(v) if isinstance(v, float) else self._cnt(int(v))) for k, v in sorted(stats().items())}
+            )
         if self.unsupported_ops:
             d["unsupported_ops"] = ir.DictAttr.get(
                 {k: self._cnt(v) for k, v in sorted(self.unsupported_ops.items())}
@@ -632,6 +651,12 @@ class CostEngine:
             per.transcendentals += t.transcendentals
         return per
 
+    def _host_sync_ns(self) -> float:
+        """What one host round trip costs with this backend (0 for device-side control
+        flow; profiled/learned: IREE reads a loop condition or branch predicate back)."""
+        fn = getattr(self.backend, "host_sync_ns", None)
+        return float(fn()) if fn is not None else 0.0
+
     def _scan_length(self, op) -> int:
         return _scan_length_of(op)
 
@@ -667,6 +692,12 @@ class CostEngine:
             body = self.region_totals(op.regions[1])
             trip = infer_trip_count(op)
             t = Totals()
+            # a runtime that evaluates the condition on the host (IREE) waits for the
+            # device once per iteration: the backend says what that round trip costs
+            sync = self._host_sync_ns() * (trip if trip is not None else 1)
+            if sync:
+                t.time_ns += sync
+                t.time_by_bound["overhead"] += sync
             if trip is None:
                 self.diags.warning(
                     op.location,
@@ -701,6 +732,10 @@ class CostEngine:
                     setattr(t, f, max([getattr(b, f) for b in branches] + [0]))
             # an op we cannot cost in any branch stays flagged
             t.unsupported = max([b.unsupported for b in branches] + [0])
+            sync = self._host_sync_ns()  # the predicate read back on the host (IREE)
+            if sync:
+                t.time_ns += sync
+                t.time_by_bound["overhead"] += sync
             set_op_weights(op, weights)
             self._set_totals_attr(op, t)
             return t
