@@ -80,6 +80,8 @@ EXPECTED_KINDS = {
     "shard_map_partial_gspmd": {"all_reduce": 1},
     "uneven_constraint": {"all_gather": 2},
     "uneven_constraint_gspmd": {"all_gather": 2},
+    "scan_remat_transformer": {"all_gather": 12, "all_reduce": 13},
+    "scan_remat_transformer_gspmd": {"all_gather": 12, "all_reduce": 13},
 }
 
 # Known differences, each tested for what it is (test_known_differences):
