@@ -73,6 +73,8 @@ EXPECTED_KINDS = {
     "vocab_embed_train_gspmd": {"all_reduce": 7},
     "adamw_fsdp_donated": {"all_gather": 1, "all_reduce": 1},
     "donated_dp": {"all_reduce": 1},
+    "adamw_fsdp_donated_gspmd": {"all_gather": 1, "all_reduce": 1},
+    "donated_dp_gspmd": {"all_reduce": 1},
     "shard_map_gspmd": {"all_reduce": 1},
     "shard_map_full": {"all_reduce": 1, "collective_permute": 1, "all_gather": 1},
     "shard_map_full_gspmd": {"all_reduce": 1, "collective_permute": 1, "all_gather": 1},

@@ -422,10 +422,10 @@ def cases():
         "shard_map", "tp_mlp", "transformer_dp_tp", "reshard_all_to_all", "scan_dp", "scan_fsdp", "scan_dp_tp",
         "remat_dp_tp", "custom_vjp_tp", "mid_reshard", "gqa_attention", "gqa_train", "vocab_embed",
         "vocab_embed_train", "shard_map_full", "shard_map_partial", "fori_tp", "private_calls",
-        "uneven_constraint", "scan_remat_transformer",
+        "uneven_constraint", "scan_remat_transformer", "adamw_fsdp_donated", "donated_dp",
     ]  # fmt: skip
     for name in gspmd:
-        out[f"{name}_gspmd"] = out[name][:3] + (True,)
+        out[f"{name}_gspmd"] = out[name][:3] + (True,) + out[name][4:]
     return {k: v + (False, ())[len(v) - 3 :] for k, v in out.items()}
 
 
