@@ -3,20 +3,30 @@ each device runs, with its collectives, using Shardy's own passes.
 
     stablehlo-opt train_step.mlir --propagate-shardings --annotate-cost
 
-Steps (all but the first are Shardy passes registered in the bindings):
-1. GSPMD input (`mhlo.sharding` strings) is converted to `sdy.mesh` + `sdy.sharding`
-   (`costmodel.gspmd.convert_module`); a module with Shardy shardings is taken as is.
-2. `sdy-propagation-pipeline` (import incl. `sdy-import-func-calls`, propagation, export).
-3. `func.func(sdy-insert-explicit-reshards{enable-full-version=true}, sdy-reshard-to-collectives)`:
-   every reshard becomes an `sdy` collective (all_gather, all_slice, all_reduce,
-   all_to_all, collective_permute) on global shapes.
-4. (per-device=true, the default) `sdy-convert-global-to-local`: local shapes, the `sdy`
-   collectives become `stablehlo` collectives with replica_groups, channel handles and
-   use_global_device_ids; `mhlo.num_partitions` (the mesh size) and `mhlo.num_replicas = 1`
-   are set on the module; an all_reduce whose every user dynamic-slices 1/n of it becomes
-   a reduce_scatter (option reduce-scatter, XLA GPU/TPU's ReduceScatterCreator; FSDP
-   gradients), and the unit attribute `costmodel.partitioned` marks it as the
-   per-device program (running the pass again leaves it unchanged, with a warning).
+Steps (docs/sharding.md has the long version):
+1. GSPMD input (`mhlo.sharding` strings, shard_map regions included) is converted to
+   `sdy.mesh` + `sdy.sharding` + `sdy.manual_computation` (`costmodel.gspmd`); a module
+   with Shardy shardings is taken as is.
+2. Private calls inlined; the program put in the form XLA's HLO import gives Shardy
+   (`costmodel.xla_spmd`: size-1 broadcasts as reshapes, post-order op order); CHLO
+   expanded.
+3. `sdy-propagation-pipeline`.
+4. dot_general / dynamic_slice operands resharded as XLA's SPMD partitioner does
+   (`costmodel.xla_spmd`), then `sdy-insert-explicit-reshards{enable-full-version=true}`
+   and `sdy-reshard-to-collectives`: every reshard an `sdy` collective on global shapes;
+   identical collectives of one value merged.
+5. (per-device=true, the default) `sdy-pad-for-divisibility` and
+   `sdy-convert-global-to-local` (loop block arguments localised around it): local
+   shapes, `stablehlo` collectives with replica_groups, channel handles and
+   use_global_device_ids; `mhlo.num_partitions` / `mhlo.num_replicas = 1` set; an
+   all_reduce whose every user dynamic-slices 1/n of it becomes a reduce_scatter (option
+   reduce-scatter, XLA GPU/TPU's ReduceScatterCreator; FSDP gradients); the unit
+   attribute `costmodel.partitioned` marks the per-device program (running the pass
+   again leaves it unchanged, with a warning).
+
+With `isolate=true` (the default where os.fork exists) all of it runs in a forked child
+(`costmodel.isolation`): a CHECK failure inside Shardy is one error naming the stage,
+not a core dump.
 
 A module without any sharding (no `sdy.*` op or attribute, no `mhlo.sharding`) passes
 through unchanged. See docs/sharding.md.

@@ -19,10 +19,10 @@ Two halves:
   share the mesh `["axis_0"=2, "axis_1"=4]`), `sdy.sharding` attributes, and
   `sdy.sharding_constraint` for `@Sharding` custom calls. Explicit device lists that are
   not an iota permutation get their own mesh with `device_ids`. `{maximal device=N}`
-  becomes a maximal mesh `<[], device_ids=[N]>`. GSPMD manual regions
-  (`@SPMDFullToShardShape` / `@SPMDShardToFullShape`, `{manual}`) are reported as
-  errors: export such programs with Shardy (`jax_use_shardy_partitioner=True`), which
-  emits `sdy.manual_computation`.
+  becomes a maximal mesh `<[], device_ids=[N]>`. GSPMD shard_map regions
+  (`@SPMDFullToShardShape` -> body -> `@SPMDShardToFullShape`, `{manual}` or
+  `last_tile_dims={manual, ...}`) become `sdy.manual_computation`, as the Shardy export
+  of the same program has them (docs/sharding.md).
 
 This module never builds an MLIR context; it works on the module it is given.
 """

@@ -379,16 +379,53 @@ def cases():
 
     out["uneven_constraint"] = (uneven_constraint, [jax.ShapeDtypeStruct((12, 16), f32)], ns(m8, P()))
 
+    # 12j. MaxText-style: lax.scan over remat'ed transformer layers (RMSNorm, einsum
+    # attention, SwiGLU-less MLP, activation constraint in the body), bf16, parameters
+    # FSDP over "data" x TP over "model" (stacked on a leading layer axis).
+    bf16 = jnp.bfloat16
+    Lt, Bt2, St, Dt, Ht, Ft = 2, 8, 16, 64, 4, 128
+
+    def bsds(shape, spec):
+        return jax.ShapeDtypeStruct(shape, bf16, sharding=ns(m24, spec))
+
+    def tf_layer(x, p):
+        x = jax.lax.with_sharding_constraint(x, ns(m24, P("data", None, None)))
+        y = x * jax.lax.rsqrt(jnp.mean(x.astype(f32) ** 2, -1, keepdims=True) + 1e-6).astype(bf16)
+        q, k, v = (jnp.einsum("bsd,dhk->bshk", y, p[n]) for n in ("q", "k", "v"))
+        a = jax.nn.softmax((jnp.einsum("bqhk,bshk->bhqs", q, k) / 4.0).astype(f32), -1).astype(bf16)
+        x = x + jnp.einsum("bqhk,hkd->bqd", jnp.einsum("bhqs,bshk->bqhk", a, v), p["o"])
+        return x + jax.nn.silu(x @ p["w1"]) @ p["w2"]
+
+    def scan_remat_transformer(x, params):
+        def loss(ps):
+            h = jax.lax.scan(lambda c, p: (jax.checkpoint(tf_layer)(c, p), None), x, ps)[0]
+            return jnp.mean(h.astype(f32) ** 2)
+
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, jax.grad(loss)(params))
+
+    qkv = bsds((Lt, Dt, Ht, Dt // Ht), P(None, "data", "model"))
+    tf_params = {
+        "q": qkv, "k": qkv, "v": qkv,
+        "o": bsds((Lt, Ht, Dt // Ht, Dt), P(None, "model", None, "data")),
+        "w1": bsds((Lt, Dt, Ft), P(None, "data", "model")),
+        "w2": bsds((Lt, Ft, Dt), P(None, "model", "data")),
+    }  # fmt: skip
+    out["scan_remat_transformer"] = (
+        scan_remat_transformer,
+        [bsds((Bt2, St, Dt), P("data")), tf_params],
+        jax.tree.map(lambda a: a.sharding, tf_params),
+    )
+
     # 13. GSPMD-string versions (lowered with jax_use_shardy_partitioner=False; XLA then
     # propagates with GSPMD, we with Shardy).
     gspmd = [
         "shard_map", "tp_mlp", "transformer_dp_tp", "reshard_all_to_all", "scan_dp", "scan_fsdp", "scan_dp_tp",
         "remat_dp_tp", "custom_vjp_tp", "mid_reshard", "gqa_attention", "gqa_train", "vocab_embed",
         "vocab_embed_train", "shard_map_full", "shard_map_partial", "fori_tp", "private_calls",
-        "uneven_constraint",
+        "uneven_constraint", "scan_remat_transformer", "adamw_fsdp_donated", "donated_dp",
     ]  # fmt: skip
     for name in gspmd:
-        out[f"{name}_gspmd"] = out[name][:3] + (True,)
+        out[f"{name}_gspmd"] = out[name][:3] + (True,) + out[name][4:]
     return {k: v + (False, ())[len(v) - 3 :] for k, v in out.items()}
 
 
