@@ -371,46 +371,57 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
     external_use = [False] * n
     operand_nodes: list[list] = [None] * n  # per operand: node index or None (block argument / outer value)
     outer_users: dict = {}  # values defined outside the block -> the nodes reading them
+    g = _Groups(n)
+    nres = [1] * n
+    opfacts = g.opfacts
     for j, nd in enumerate(nodes):
+        op = nd.op
+        name = nd.name
+        cls = nd.cls
+        results = op.results
+        nres[j] = len(results)
         ops_j = []
-        boundary = nd.cls == BOUNDARY or nd.name in TERMINATORS
-        for v in nd.op.operands:
+        facts = []
+        boundary = cls == BOUNDARY or name in TERMINATORS
+        for v in op.operands:
             owner = v.owner
             owner = getattr(owner, "operation", owner)
             i = index.get(owner) if owner is not None else None
             ops_j.append(i)
             if i is not None:
+                facts.append((i if nres[i] == 1 else (i, _result_number(v)), i, type_info(v.type).nbytes))
                 if boundary:
                     external_use[i] = True
                 else:
                     users[i].append(j)
-            elif not boundary:
-                outer_users.setdefault(v, []).append(j)
+            else:
+                facts.append((v, None, type_info(v.type).nbytes))
+                if not boundary:
+                    outer_users.setdefault(v, []).append(j)
         operand_nodes[j] = ops_j
-        if nd.cls == BOUNDARY or (nd.op.regions and nd.cls != REDUCE and policy != "given"):
+        opfacts[j] = facts
+        if cls == BOUNDARY or (op.regions and cls != REDUCE and policy != "given"):
             # values of this block captured inside nested regions (case branches ...)
-            _mark_captured(nd.op, index, external_use)
-
-    g = _Groups(n)
-    for i, nd in enumerate(nodes):
-        g.kind[i] = _initial_kind(nd, policy)
-        if nd.op.results:
-            r0 = type_info(nd.op.results[0].type)
-            g.out_elems[i] = r0.num_elements if r0.is_tensor else 0
-        if nd.cls == REDUCE:
-            g.has_reduce[i] = True
-            g.hero[i] = i
-            g.nred[i] = 1
-        elif nd.name in EXPENSIVE_OPS:
-            g.expensive[i] = True
-        if nd.name in REUSING_OPS:
-            g.reuses[i] = True
-        if nd.cls != FREE:
-            g.computes[i] = True
-        if nd.name in IN_PLACE_OPS or nd.name == "stablehlo.transpose":
-            g.no_mof[i] = True
-        elif nd.name == "stablehlo.constant" and _splat_or_scalar_constant(nd.op):
-            g.inline.add(i)
+            _mark_captured(op, index, external_use)
+        # per-node facts of the groups
+        g.kind[j] = _initial_kind(nd, policy)
+        if results:
+            r0 = type_info(results[0].type)
+            g.out_elems[j] = r0.num_elements if r0.is_tensor else 0
+        if cls == REDUCE:
+            g.has_reduce[j] = True
+            g.hero[j] = j
+            g.nred[j] = 1
+        elif name in EXPENSIVE_OPS:
+            g.expensive[j] = True
+        if name in REUSING_OPS:
+            g.reuses[j] = True
+        if cls != FREE:
+            g.computes[j] = True
+        if name in IN_PLACE_OPS or name == "stablehlo.transpose":
+            g.no_mof[j] = True
+        if name == "stablehlo.constant" and _splat_or_scalar_constant(op):
+            g.inline.add(j)
 
     g.operand_nodes = operand_nodes
     absorbed = [False] * n
@@ -421,17 +432,17 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
         for dead in st.redirect:
             g.kind[dead] = None
 
-    members = {gid: sorted(ms) for gid, ms in g.members.items()}
+    roots = [
+        gid
+        for gid, ms in g.members.items()
+        # a kernel: not a boundary/terminator, not only bitcasts and constants, not a
+        # producer copied into all its consumers
+        if g.kind[gid] is not None and g.computes[gid] and not (len(ms) == 1 and absorbed[ms[0]])
+    ]
     kernels = []
-    for root_g in sorted(members, key=lambda r: max(members[r])):
-        idx = members[root_g]
+    for root_g in sorted(roots, key=g.max_index.__getitem__):
+        idx = sorted(g.members[root_g])
         kind = g.kind[root_g]
-        if kind is None:
-            continue  # boundary / terminators / not costable
-        if all(nodes[i].cls == FREE for i in idx):
-            continue  # bitcasts and constants: no kernel
-        if len(idx) == 1 and absorbed[idx[0]]:
-            continue  # a producer copied into all its consumers
         if any(nodes[i].cost is None for i in idx):
             idx = [i for i in idx if nodes[i].cost is not None]
             if not idx:
