@@ -119,3 +119,37 @@ def profile_cache(host_calibration, tmp_path, monkeypatch):
     shutil.copytree(host_calibration / "host", root / "host")
     monkeypatch.setenv("COSTMODEL_CACHE_DIR", str(root))
     return root
+
+
+# ---------------------------------------------------------------------------
+# Tests that need a real ASTRA-sim build ($ASTRA_SIM, docs/simulator.md)
+# ---------------------------------------------------------------------------
+
+_NO_ASTRA_SIM = "no real ASTRA-sim build: set $ASTRA_SIM to AstraSim_Analytical_Congestion_Unaware (docs/simulator.md)"
+
+
+def _have_astra_sim() -> bool:
+    real = os.environ.get("ASTRA_SIM")
+    return bool(real and os.path.isfile(real) and os.access(real, os.X_OK))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "real_astra_sim: needs a real ASTRA-sim build ($ASTRA_SIM)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if _have_astra_sim():
+        return
+    keep, drop = [], []
+    for item in items:
+        (drop if item.get_closest_marker("real_astra_sim") else keep).append(item)
+    if drop:
+        items[:] = keep
+        config.hook.pytest_deselected(items=drop)
+        config._costmodel_no_astra_sim = len(drop)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    n = getattr(config, "_costmodel_no_astra_sim", 0)
+    if n:
+        terminalreporter.write_line(f"{n} tests deselected: {_NO_ASTRA_SIM}")
