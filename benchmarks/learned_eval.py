@@ -57,6 +57,7 @@ def main(argv=None) -> int:
     from costmodel.backends.learned import shipped_model_path
     from costmodel.learn.model import TreeModel
     from costmodel.learn.programs import corpus_programs
+    from costmodel.learn.train import median_ape
     from costmodel.profiling.evaluate import mape, measure_whole, predicted_total_ns, spearman
     from costmodel.profiling.host import host_cpu_json
     from costmodel.profiling.profiler import KernelProfiler
@@ -111,7 +112,10 @@ def main(argv=None) -> int:
     for lab in labels:
         pred = [r["pred_ns"][lab] for r in rows]
         summary[lab] = (mape(pred, meas), spearman(pred, meas))
-        print(f"MAPE {lab:<14} {summary[lab][0]:7.1f}%   Spearman {summary[lab][1]:+.3f}   ({len(rows)} programs)")
+        print(
+            f"MAPE {lab:<14} {summary[lab][0]:7.1f}%   median APE {median_ape(pred, meas):6.1f}%   "
+            f"Spearman {summary[lab][1]:+.3f}   ({len(rows)} programs)"
+        )
     fams = sorted({r["family"] for r in rows})
     print("\nMAPE by family: " + " ".join(f"{lab:>12}" for lab in labels))
     for fam in fams:

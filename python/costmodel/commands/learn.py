@@ -35,6 +35,8 @@ def register(subparsers) -> None:
     t.add_argument("--fusion", default="xla-tpu", help="kernel formation of the program-level figures")
     t.add_argument("--no-refit", action="store_true", help="ship the model of the training split (default: refit on all)")
     t.add_argument("--param", action="append", default=[], help="a GradientBoostingRegressor parameter, KEY=VALUE")
+    t.add_argument("--baseline", choices=("roofline", "none"), default="roofline", help="what the trees' factor multiplies (default roofline)")
+    t.add_argument("--baseline-floor-ns", type=float, default=1000.0, help="added to the roofline baseline (default 1000)")
     t.set_defaults(func=_train)
 
     e = sub.add_parser("eval", help="metrics of a model on datasets (kernels and whole programs)")
@@ -117,9 +119,19 @@ def _train(args) -> int:
     ds = read_dataset(args.data)
     if not ds.kernels:
         raise CommandError(f"no measured kernel in {', '.join(args.data)}")
+    if not args.baseline_floor_ns >= 0:
+        raise CommandError(f"--baseline-floor-ns must be >= 0, got {args.baseline_floor_ns}")
     try:
         model, report = train_model(
-            ds, test_fraction=args.test_fraction, seed=args.seed, fusion=fusion, params=_params(args.param), refit=not args.no_refit, log=_log
+            ds,
+            test_fraction=args.test_fraction,
+            seed=args.seed,
+            fusion=fusion,
+            params=_params(args.param),
+            refit=not args.no_refit,
+            log=_log,
+            baseline=args.baseline,
+            baseline_floor_ns=args.baseline_floor_ns,
         )
     except TypeError as err:  # a bad --param name
         raise CommandError(f"bad --param: {err}") from None

@@ -14,10 +14,13 @@ knows):
   (log1p of each), arithmetic intensity; the roofline terms of the kernel on `spec`
   (the CPU it was measured on: peaks and bandwidth), log ns;
 - dot/conv: M, N, K, batch of the GEMM (log2), the convolution's window, strides,
-  feature groups, whether input/kernel/output keep their features minor (channels last),
-  whether a dot contracts the lhs minor / rhs major dimension;
+  feature groups, padding, its layout (the positions of batch/feature dimensions of
+  input and kernel; whether input/kernel/output keep their features minor), feature
+  counts, input and output spatial sizes;
+  which dimensions a dot contracts (minor/major, positions), its operand width;
 - reductions: reduced extent, whether the minor dimension is reduced; transposes:
-  whether the minor dimension moves; sort/fft/gather/scatter sizes.
+  whether the minor dimension moves; sort/top-k length and rows x length^2 (IREE's CPU
+  sort is a quadratic loop nest); fft/gather/scatter sizes.
 
 Only the kernel's ops are read (no measurement, no compiler): prediction runs nothing.
 """
@@ -123,6 +126,9 @@ FEATURE_NAMES: tuple[str, ...] = (
     "gemm_small_side",
     "dot_lhs_contract_minor",
     "dot_rhs_contract_major",
+    "dot_lhs_contract_pos",
+    "dot_rhs_contract_pos",
+    "dot_operand_bytes",
     "conv_window",
     "conv_stride",
     "conv_groups_log",
@@ -131,11 +137,20 @@ FEATURE_NAMES: tuple[str, ...] = (
     "conv_kernel_out_minor",
     "conv_output_channels_last",
     "conv_log_in_spatial",
+    "conv_input_feature_dim",
+    "conv_input_batch_dim",
+    "conv_kernel_input_dim",
+    "conv_kernel_output_dim",
+    "conv_log_in_features",
+    "conv_log_out_features",
+    "conv_log_out_spatial",
+    "conv_padding",
     "reduce_log_extent",
     "reduce_minor",
     "reduce_log_out",
     "transpose_minor_moved",
     "sort_log_len",
+    "sort_log_pairs",
     "fft_log_len",
     "gather_log_indices",
     "scatter_log_updates",
@@ -284,6 +299,9 @@ def _op_details(op, f: dict) -> None:
             f["dot_lhs_contract_minor"] = float(bool(lc) and lc[-1] == lhs.rank - 1)
             rfree = [d for d in range(rhs.rank) if d not in rc and d not in dn.rhs_batching_dimensions]
             f["dot_rhs_contract_major"] = float(bool(rc) and bool(rfree) and max(rc) < min(rfree))
+            f["dot_lhs_contract_pos"] = float(lc[-1]) if lc else -1.0
+            f["dot_rhs_contract_pos"] = float(rc[-1]) if rc else -1.0
+            f["dot_operand_bytes"] = float(lhs.elem_bytes)
         elif name == "stablehlo.convolution":
             from jaxlib.mlir.dialects import stablehlo as shlo
 
@@ -302,6 +320,15 @@ def _op_details(op, f: dict) -> None:
             f["conv_kernel_out_minor"] = float(dn.kernel_output_feature_dimension == w.rank - 1)
             f["conv_output_channels_last"] = float(dn.output_feature_dimension == out.rank - 1)
             f["conv_log_in_spatial"] = _log2(math.prod(x.shape[d] for d in dn.input_spatial_dimensions))
+            f["conv_input_feature_dim"] = float(dn.input_feature_dimension)
+            f["conv_input_batch_dim"] = float(dn.input_batch_dimension)
+            f["conv_kernel_input_dim"] = float(dn.kernel_input_feature_dimension)
+            f["conv_kernel_output_dim"] = float(dn.kernel_output_feature_dimension)
+            f["conv_log_in_features"] = _log2(x.shape[dn.input_feature_dimension])
+            f["conv_log_out_features"] = _log2(out.shape[dn.output_feature_dimension])
+            f["conv_log_out_spatial"] = _log2(math.prod(out.shape[d] for d in dn.output_spatial_dimensions))
+            pads = _i64s(attrs["padding"]) if "padding" in attrs else []
+            f["conv_padding"] = float(sum(pads))
         elif name == "stablehlo.reduce":
             x = type_info(op.operands[0].type)
             dims = _i64s(attrs["dimensions"])
@@ -313,10 +340,16 @@ def _op_details(op, f: dict) -> None:
             perm = _i64s(attrs["permutation"])
             if perm:
                 f["transpose_minor_moved"] = max(f["transpose_minor_moved"], float(perm[-1] != len(perm) - 1))
-        elif name == "stablehlo.sort":
+        elif name in ("stablehlo.sort", "chlo.top_k"):
             x = type_info(op.operands[0].type)
             dim = int(attrs["dimension"].value) if "dimension" in attrs else x.rank - 1
-            f["sort_log_len"] = max(f["sort_log_len"], _log2(x.shape[dim] if x.rank else 1))
+            n = x.shape[dim] if x.rank else 1
+            rows = x.num_elements // max(1, n)
+            f["sort_log_len"] = max(f["sort_log_len"], _log2(n))
+            # compared pairs of a quadratic sort: IREE lowers iree_linalg_ext.sort to two
+            # nested loops over the sorted dimension (a bubble sort; LinalgExt's
+            # convert-to-loops), and chlo.top_k to a sort of the whole row
+            f["sort_log_pairs"] = max(f["sort_log_pairs"], _log2(rows * n * n))
         elif name == "stablehlo.fft":
             lengths = _i64s(attrs["fft_length"])
             f["fft_log_len"] = max(f["fft_log_len"], _log2(math.prod(lengths) if lengths else 1))

@@ -43,7 +43,12 @@ def kernel_metrics(model: TreeModel, rows: list[dict]) -> dict:
         return {"kernels": 0}
     pred = [model.predict_ns(r["features"]) for r in rows]
     meas = [r["target_ns"] for r in rows]
-    return {"kernels": len(rows), "mape_pct": round(mape(pred, meas), 2), "spearman": round(spearman(pred, meas), 4)}
+    return {
+        "kernels": len(rows),
+        "mape_pct": round(mape(pred, meas), 2),
+        "median_ape_pct": round(median_ape(pred, meas), 2),
+        "spearman": round(spearman(pred, meas), 4),
+    }
 
 
 def program_predictions(model: TreeModel, programs: list[dict], fusion: str) -> list[tuple[dict, float]]:
@@ -70,7 +75,12 @@ def program_metrics(model: TreeModel, programs: list[dict], fusion: str) -> dict
         return {"programs": 0}
     pred = [t for _, t in pairs]
     meas = [p["measured_ns"] for p, _ in pairs]
-    return {"programs": len(pairs), "mape_pct": round(mape(pred, meas), 2), "spearman": round(spearman(pred, meas), 4)}
+    return {
+        "programs": len(pairs),
+        "mape_pct": round(mape(pred, meas), 2),
+        "median_ape_pct": round(median_ape(pred, meas), 2),
+        "spearman": round(spearman(pred, meas), 4),
+    }
 
 
 def evaluate_model(model: TreeModel, ds: Dataset, fusion: str = DEFAULT_FUSION, exclude_signatures=()) -> dict:
@@ -88,6 +98,8 @@ def train_model(
     params: dict | None = None,
     refit: bool = True,
     log=None,
+    baseline: str = "roofline",
+    baseline_floor_ns: float = 1000.0,
 ) -> tuple[TreeModel, dict]:
     """Held-out evaluation on a program split, then (refit) the model of every program."""
     meta = {k: v for k, v in ds.meta.items() if k != "type"}
@@ -98,7 +110,7 @@ def train_model(
         train_rows = dedup_kernels([r for r in ds.kernels if r["program"] in train_names])
         seen = {r["signature"] for r in train_rows}
         test_rows = dedup_kernels([r for r in ds.kernels if r["program"] in test_names and r["signature"] not in seen])
-        m = train(train_rows, params, meta)
+        m = train(train_rows, params, meta, baseline=baseline, baseline_floor_ns=baseline_floor_ns)
         report["split"] = {
             "train_programs": len(train_names),
             "test_programs": len(test_names),
@@ -113,14 +125,32 @@ def train_model(
         model = m
     if refit or test_fraction <= 0:
         rows = dedup_kernels(ds.kernels)
-        model = train(rows, params, meta)
+        model = train(rows, params, meta, baseline=baseline, baseline_floor_ns=baseline_floor_ns)
         report["all_kernels"] = len(rows)
         report["all_programs"] = len(names)
     model.meta["training_report"] = report
     used = names if (refit or test_fraction <= 0) else sorted(train_names)
+    used_set = set(used)
+    fam: dict = {}
+    for p in ds.programs:
+        if p["program"] in used_set:
+            fam[p.get("family", "?")] = fam.get(p.get("family", "?"), 0) + 1
+    kinds: dict = {}
+    for r in dedup_kernels([r for r in ds.kernels if r["program"] in used_set]):
+        kinds[r.get("kind", "?")] = kinds.get(r.get("kind", "?"), 0) + 1
+    model.meta["programs_by_family"] = dict(sorted(fam.items()))
+    model.meta["kernels_by_kind"] = dict(sorted(kinds.items()))
     # base names (without the #seed): an evaluation never draws the same shapes again
     model.meta["training_programs"] = sorted({n.split("#")[0] for n in used})
     return model, report
+
+
+def median_ape(pred, meas) -> float:
+    errs = sorted(abs(p - m) / m for p, m in zip(pred, meas) if m)
+    if not errs:
+        return math.nan
+    n = len(errs)
+    return 100.0 * (errs[n // 2] if n % 2 else 0.5 * (errs[n // 2 - 1] + errs[n // 2]))
 
 
 def fmt_metrics(d: dict) -> str:
@@ -129,4 +159,5 @@ def fmt_metrics(d: dict) -> str:
     n = d.get("kernels", d.get("programs"))
     what = "kernels" if "kernels" in d else "programs"
     sp = d["spearman"]
-    return f"MAPE {d['mape_pct']:.1f}% Spearman {sp:+.3f} over {n} {what}" if not math.isnan(sp) else f"MAPE {d['mape_pct']:.1f}% over {n} {what}"
+    med = f" (median {d['median_ape_pct']:.1f}%)" if "median_ape_pct" in d else ""
+    return f"MAPE {d['mape_pct']:.1f}%{med} Spearman {sp:+.3f} over {n} {what}" if not math.isnan(sp) else f"MAPE {d['mape_pct']:.1f}%{med} over {n} {what}"
