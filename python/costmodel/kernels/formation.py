@@ -292,6 +292,7 @@ class _Groups:
         self.expensive = [False] * n  # holds an expensive op (XLA IsExpensive)
         self.reuses = [False] * n  # holds an op that reads operand elements several times
         self.computes = [False] * n  # holds an op that is no bitcast/constant (a kernel)
+        self.nopnd = [0] * n  # operands of its ops: an upper bound of the kernel's operands
         self.no_mof = [False] * n  # holds an in-place or transposing op: no MOF producer
         self.inline: set = set()  # splat / scalar constants: folded into kernels, never read
         self.members: dict[int, list[int]] = {i: [i] for i in range(n)}
@@ -332,6 +333,7 @@ class _Groups:
             self.mask[g] |= self.mask.pop(gi)
         self.kind[g] = kind
         self.size[g] += self.size[gi]
+        self.nopnd[g] += self.nopnd[gi]
         self.nred[g] += self.nred[gi]
         self.max_index[g] = max(self.max_index[g], self.max_index[gi])
         self.has_reduce[g] = self.has_reduce[g] or self.has_reduce[gi]
@@ -349,6 +351,7 @@ class _Groups:
     def add_dup(self, g: int, i: int) -> None:
         self.dups.setdefault(g, set()).add(i)
         self.size[g] += 1
+        self.nopnd[g] += len(self.operand_nodes[i])
         self.reuses[g] = self.reuses[g] or self.reuses[i]
         self.ext.pop(g, None)
 
@@ -394,6 +397,7 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
                     outer_users.setdefault(v, []).append(j)
         operand_nodes[j] = ops_j
         opfacts[j] = facts
+        g.nopnd[j] = len(ops_j)
         if cls == BOUNDARY or (op.regions and cls != REDUCE and policy != "given"):
             # values of this block captured inside nested regions (case branches ...)
             _mark_captured(op, index, external_use)
@@ -630,6 +634,10 @@ class _Formation:
 
     def accepts(self, cg: int, pg: int) -> bool:
         """May producer kernel pg be fused into consumer kernel cg (XLA: CanFuse)?"""
+        return self.legal(cg, pg) and self.within_budget(cg, pg, self.root[pg])
+
+    def legal(self, cg: int, pg: int) -> bool:
+        """CanFuse's rules other than the operand budget."""
         g, nodes, policy = self.g, self.nodes, self.policy
         kind = g.kind[cg]
         if kind is None:
@@ -710,14 +718,27 @@ class _Formation:
 
     def fuse(self, pg: int, cons: list, track: bool = True) -> list:
         """Fuse producer kernel pg into its consumer kernels; returns the kernels whose
-        priority changes (track=False: none, and their cached inputs are dropped)."""
+        priority changes (track=False: none are computed). Cached external inputs of the
+        consumers are updated, not dropped (track: computed if missing)."""
         g = self.g
         r = self.root[pg]
-        pe = self.ext(pg) if track else None
         affected = []
+        pe = None
+
+        def grown(ce: dict | None):
+            nonlocal pe
+            if ce is None:
+                return None
+            if pe is None:
+                pe = self.ext(pg)
+            ne = {k: v for k, v in ce.items() if not (k == r or (isinstance(k, tuple) and k[0] == r))}
+            ne.update(pe)
+            return ne
+
         if len(cons) == 1:
             cg = cons[0]
-            ce = self.ext(cg) if track else None
+            ce = self.ext(cg) if track else g.ext.get(cg)
+            ne = grown(ce)
             kind = g.kind[cg]
             if g.has_reduce[pg]:
                 kind = "input"
@@ -725,23 +746,20 @@ class _Formation:
                 kind = g.kind[pg]
                 g.epilogue_ops[cg] = g.size[cg]
             g.merge_into(cg, pg, kind)
-            if track:
-                ne = {k: v for k, v in ce.items() if not (k == r or (isinstance(k, tuple) and k[0] == r))}
-                ne.update(pe)
+            if ne is not None:
                 g.ext[cg] = ne
             affected.append(cg)
         else:
             ms = list(g.members[pg])
             ds = list(g.dups.get(pg, ()))
             for cg in cons:
-                ce = self.ext(cg) if track else None
+                ce = self.ext(cg) if track else g.ext.get(cg)
+                ne = grown(ce)
                 for m in ms:
                     g.add_dup(cg, m)
                 for d in ds:
                     g.add_dup(cg, d)
-                if track:
-                    ne = {k: v for k, v in ce.items() if not (k == r or (isinstance(k, tuple) and k[0] == r))}
-                    ne.update(pe)
+                if ne is not None:
                     g.ext[cg] = ne
                 affected.append(cg)
             for m in ms:
@@ -761,6 +779,22 @@ class _Formation:
                     if h not in affected and root[h] == src:
                         affected.append(h)
         return affected
+
+    def within_budget(self, a: int, b: int, producer: int | None = None) -> bool:
+        """FusionFitsInBudget: the fused kernel's distinct operands plus its outputs (two
+        here, as XLA's first estimate) at most MaxOperandsAndOutputsPerFusion (96); a
+        producer's result is no operand of the kernel it is fused into."""
+        g = self.g
+        if g.nopnd[a] + g.nopnd[b] + 2 <= MAX_FUSION_PARAMS:
+            return True  # even if no two ops read the same value
+        ea, eb = self.ext(a), self.ext(b)
+        if len(ea) + len(eb) + 2 <= MAX_FUSION_PARAMS:
+            return True
+        keys = set(ea)
+        keys.update(eb)
+        if producer is not None:
+            keys = {k for k in keys if not (k == producer or (isinstance(k, tuple) and k[0] == producer))}
+        return len(keys) + 2 <= MAX_FUSION_PARAMS
 
     def single_consumer_fusion(self) -> None:
         """A first sweep, consumers before producers, of the fusions whose priority is
@@ -880,7 +914,11 @@ class _Formation:
     def fits(self, a: int, b: int) -> bool:
         """FusionFitsInBudget: at most 8 unnested reductions, and the operand budget."""
         g = self.g
-        return g.nred[a] + g.nred[b] <= MAX_UNNESTED_REDUCTIONS and g.size[a] + g.size[b] <= MAX_FUSION_PARAMS * 4
+        return (
+            g.nred[a] + g.nred[b] <= MAX_UNNESTED_REDUCTIONS
+            and g.size[a] + g.size[b] <= MAX_FUSION_PARAMS * 4
+            and self.within_budget(a, b)
+        )
 
     def depends(self, dst: int, src: int) -> bool:
         """Does kernel dst depend on kernel src (through any chain of kernels)?"""
