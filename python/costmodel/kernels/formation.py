@@ -1,6 +1,6 @@
 """Group the ops of one block into kernels, the way XLA's GPU/TPU fusion pipeline does.
 
-Rules (the why and the XLA sources are in docs/kernels.md):
+Rules (the why and the XLA sources are in docs/kernels.md), in XLA GPU's pass order:
 
 1. Classes. Every op has a class: `free` (bitcast-like: constant, reshape, tuple
    plumbing; alone it is no kernel), `elementwise`, `movement` (broadcast, transpose,
@@ -8,22 +8,22 @@ Rules (the why and the XLA sources are in docs/kernels.md):
    "input" fusion), `gemm` (dot), `conv`, `collective`, `opaque` (sort, scatter,
    custom_call ...: a kernel of its own) and `boundary` (while/case/call ...: not a
    kernel; their bodies are formed separately).
-2. Producer-consumer fusion, consumers first (XLA's instruction/priority fusion): a
-   fusible producer whose users are all in one kernel joins it when that kernel accepts
-   it (loop and input kernels take elementwise and movement producers; a reduction
-   takes an elementwise epilogue of its own output shape; dot kernels take a prologue of
-   converts/transposes/broadcasts (Triton GEMM fusion) and, on GPU, a small bias/ReLU
-   epilogue (cuBLASLt); convolutions are cuDNN calls that fuse nothing on GPU).
-   An expensive producer (transcendental, divide, power) is not fused into a consumer
-   that reuses its elements (a broadcast), as XLA avoids duplicated work.
-3. Cheap producers with several consumers (broadcast, iota, constant, reshape: no
-   flops) are duplicated into every consumer kernel that accepts them.
-4. Multi-output fusion: a fusible producer with users in several kernels joins the first
-   of them when that creates no cycle; its result is then an extra kernel output.
-5. Sibling multi-output fusion: kernels that read the same value and iterate over the
-   same shape (two reductions of one tensor: batch-norm statistics) become one kernel.
-6. Tree reductions (GPU): a reduction whose reduced extent exceeds XLA's race-free
-   bound (rows: 16384 elements, columns: 4096) runs as two kernels.
+2. Legality (PriorityFusion's CanFuse): loop and input kernels take elementwise,
+   movement and bitcast producers; no reduce into a reduce; a reduction takes an
+   epilogue of its own output shape, never a broadcast back; an expensive producer does
+   not go into a consumer that reuses its elements; at most 96 operands and outputs.
+3. Priority fusion: a producer goes into all its consumers (copied when there are
+   several) or into none, most profitable first, when XLA's priority (time unfused -
+   time fused, here in bytes of memory-bound kernels plus one launch) is >= 0.
+4. GEMM/convolution: dots take a Triton prologue and a small cuBLASLt epilogue; cuDNN
+   convolutions fuse nothing on GPU; on TPU both take elementwise producers/consumers.
+5. Sibling multi-output fusion: the loop/reduction kernels that read one (non-scalar)
+   value and iterate over the same shape merge (at most 8 reductions), without cycles.
+6. Producer-consumer multi-output fusion: a loop kernel read by several kernels joins
+   one of the same shape when that closes no cycle; its result is an extra output.
+7. Tree reductions (GPU): a reduction past XLA's race-free bound (rows: 16384 elements,
+   columns: 4096) runs as two kernels; each split reduction is one more launch.
+8. select_and_scatter (GPU) is expanded as XLA does: four launches.
 
 `policy` is "xla-gpu", "xla-tpu" or "given" (a module already compiled by XLA: every
 `mhlo.fusion`, convolution, copy and collective is one kernel, nothing is re-fused).
