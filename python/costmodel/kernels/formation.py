@@ -1,6 +1,6 @@
 """Group the ops of one block into kernels, the way XLA's GPU/TPU fusion pipeline does.
 
-Rules (the why and the XLA sources are in docs/kernels.md):
+Rules (the why and the XLA sources are in docs/kernels.md), in XLA GPU's pass order:
 
 1. Classes. Every op has a class: `free` (bitcast-like: constant, reshape, tuple
    plumbing; alone it is no kernel), `elementwise`, `movement` (broadcast, transpose,
@@ -8,22 +8,22 @@ Rules (the why and the XLA sources are in docs/kernels.md):
    "input" fusion), `gemm` (dot), `conv`, `collective`, `opaque` (sort, scatter,
    custom_call ...: a kernel of its own) and `boundary` (while/case/call ...: not a
    kernel; their bodies are formed separately).
-2. Producer-consumer fusion, consumers first (XLA's instruction/priority fusion): a
-   fusible producer whose users are all in one kernel joins it when that kernel accepts
-   it (loop and input kernels take elementwise and movement producers; a reduction
-   takes an elementwise epilogue of its own output shape; dot kernels take a prologue of
-   converts/transposes/broadcasts (Triton GEMM fusion) and, on GPU, a small bias/ReLU
-   epilogue (cuBLASLt); convolutions are cuDNN calls that fuse nothing on GPU).
-   An expensive producer (transcendental, divide, power) is not fused into a consumer
-   that reuses its elements (a broadcast), as XLA avoids duplicated work.
-3. Cheap producers with several consumers (broadcast, iota, constant, reshape: no
-   flops) are duplicated into every consumer kernel that accepts them.
-4. Multi-output fusion: a fusible producer with users in several kernels joins the first
-   of them when that creates no cycle; its result is then an extra kernel output.
-5. Sibling multi-output fusion: kernels that read the same value and iterate over the
-   same shape (two reductions of one tensor: batch-norm statistics) become one kernel.
-6. Tree reductions (GPU): a reduction whose reduced extent exceeds XLA's race-free
-   bound (rows: 16384 elements, columns: 4096) runs as two kernels.
+2. Legality (PriorityFusion's CanFuse): loop and input kernels take elementwise,
+   movement and bitcast producers; no reduce into a reduce; a reduction takes an
+   epilogue of its own output shape, never a broadcast back; an expensive producer does
+   not go into a consumer that reuses its elements; at most 96 operands and outputs.
+3. Priority fusion: a producer goes into all its consumers (copied when there are
+   several) or into none, most profitable first, when XLA's priority (time unfused -
+   time fused, here in bytes of memory-bound kernels plus one launch) is >= 0.
+4. GEMM/convolution: dots take a Triton prologue and a small cuBLASLt epilogue; cuDNN
+   convolutions fuse nothing on GPU; on TPU both take elementwise producers/consumers.
+5. Sibling multi-output fusion: the loop/reduction kernels that read one (non-scalar)
+   value and iterate over the same shape merge (at most 8 reductions), without cycles.
+6. Producer-consumer multi-output fusion: a loop kernel read by several kernels joins
+   one of the same shape when that closes no cycle; its result is an extra output.
+7. Tree reductions (GPU): a reduction past XLA's race-free bound (rows: 16384 elements,
+   columns: 4096) runs as two kernels; each split reduction is one more launch.
+8. select_and_scatter (GPU) is expanded as XLA does: four launches.
 
 `policy` is "xla-gpu", "xla-tpu", "given" (a module already compiled by XLA: every
 `mhlo.fusion`, convolution, copy and collective is one kernel, nothing is re-fused) or
@@ -298,6 +298,7 @@ class _Groups:
         self.expensive = [False] * n  # holds an expensive op (XLA IsExpensive)
         self.reuses = [False] * n  # holds an op that reads operand elements several times
         self.computes = [False] * n  # holds an op that is no bitcast/constant (a kernel)
+        self.nopnd = [0] * n  # operands of its ops: an upper bound of the kernel's operands
         self.no_mof = [False] * n  # holds an in-place or transposing op: no MOF producer
         self.inline: set = set()  # splat / scalar constants: folded into kernels, never read
         self.members: dict[int, list[int]] = {i: [i] for i in range(n)}
@@ -338,6 +339,7 @@ class _Groups:
             self.mask[g] |= self.mask.pop(gi)
         self.kind[g] = kind
         self.size[g] += self.size[gi]
+        self.nopnd[g] += self.nopnd[gi]
         self.nred[g] += self.nred[gi]
         self.max_index[g] = max(self.max_index[g], self.max_index[gi])
         self.has_reduce[g] = self.has_reduce[g] or self.has_reduce[gi]
@@ -355,6 +357,7 @@ class _Groups:
     def add_dup(self, g: int, i: int) -> None:
         self.dups.setdefault(g, set()).add(i)
         self.size[g] += 1
+        self.nopnd[g] += len(self.operand_nodes[i])
         self.reuses[g] = self.reuses[g] or self.reuses[i]
         self.ext.pop(g, None)
 
@@ -400,6 +403,7 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
                     outer_users.setdefault(v, []).append(j)
         operand_nodes[j] = ops_j
         opfacts[j] = facts
+        g.nopnd[j] = len(ops_j)
         if cls == BOUNDARY or (op.regions and cls != REDUCE and policy != "given"):
             # values of this block captured inside nested regions (case branches ...)
             _mark_captured(op, index, external_use)
@@ -636,6 +640,10 @@ class _Formation:
 
     def accepts(self, cg: int, pg: int) -> bool:
         """May producer kernel pg be fused into consumer kernel cg (XLA: CanFuse)?"""
+        return self.legal(cg, pg) and self.within_budget(cg, pg, self.root[pg])
+
+    def legal(self, cg: int, pg: int) -> bool:
+        """CanFuse's rules other than the operand budget."""
         g, nodes, policy = self.g, self.nodes, self.policy
         kind = g.kind[cg]
         if kind is None:
@@ -716,14 +724,27 @@ class _Formation:
 
     def fuse(self, pg: int, cons: list, track: bool = True) -> list:
         """Fuse producer kernel pg into its consumer kernels; returns the kernels whose
-        priority changes (track=False: none, and their cached inputs are dropped)."""
+        priority changes (track=False: none are computed). Cached external inputs of the
+        consumers are updated, not dropped (track: computed if missing)."""
         g = self.g
         r = self.root[pg]
-        pe = self.ext(pg) if track else None
         affected = []
+        pe = None
+
+        def grown(ce: dict | None):
+            nonlocal pe
+            if ce is None:
+                return None
+            if pe is None:
+                pe = self.ext(pg)
+            ne = {k: v for k, v in ce.items() if not (k == r or (isinstance(k, tuple) and k[0] == r))}
+            ne.update(pe)
+            return ne
+
         if len(cons) == 1:
             cg = cons[0]
-            ce = self.ext(cg) if track else None
+            ce = self.ext(cg) if track else g.ext.get(cg)
+            ne = grown(ce)
             kind = g.kind[cg]
             if g.has_reduce[pg]:
                 kind = "input"
@@ -731,23 +752,20 @@ class _Formation:
                 kind = g.kind[pg]
                 g.epilogue_ops[cg] = g.size[cg]
             g.merge_into(cg, pg, kind)
-            if track:
-                ne = {k: v for k, v in ce.items() if not (k == r or (isinstance(k, tuple) and k[0] == r))}
-                ne.update(pe)
+            if ne is not None:
                 g.ext[cg] = ne
             affected.append(cg)
         else:
             ms = list(g.members[pg])
             ds = list(g.dups.get(pg, ()))
             for cg in cons:
-                ce = self.ext(cg) if track else None
+                ce = self.ext(cg) if track else g.ext.get(cg)
+                ne = grown(ce)
                 for m in ms:
                     g.add_dup(cg, m)
                 for d in ds:
                     g.add_dup(cg, d)
-                if track:
-                    ne = {k: v for k, v in ce.items() if not (k == r or (isinstance(k, tuple) and k[0] == r))}
-                    ne.update(pe)
+                if ne is not None:
                     g.ext[cg] = ne
                 affected.append(cg)
             for m in ms:
@@ -767,6 +785,22 @@ class _Formation:
                     if h not in affected and root[h] == src:
                         affected.append(h)
         return affected
+
+    def within_budget(self, a: int, b: int, producer: int | None = None) -> bool:
+        """FusionFitsInBudget: the fused kernel's distinct operands plus its outputs (two
+        here, as XLA's first estimate) at most MaxOperandsAndOutputsPerFusion (96); a
+        producer's result is no operand of the kernel it is fused into."""
+        g = self.g
+        if g.nopnd[a] + g.nopnd[b] + 2 <= MAX_FUSION_PARAMS:
+            return True  # even if no two ops read the same value
+        ea, eb = self.ext(a), self.ext(b)
+        if len(ea) + len(eb) + 2 <= MAX_FUSION_PARAMS:
+            return True
+        keys = set(ea)
+        keys.update(eb)
+        if producer is not None:
+            keys = {k for k in keys if not (k == producer or (isinstance(k, tuple) and k[0] == producer))}
+        return len(keys) + 2 <= MAX_FUSION_PARAMS
 
     def single_consumer_fusion(self) -> None:
         """A first sweep, consumers before producers, of the fusions whose priority is
@@ -886,7 +920,11 @@ class _Formation:
     def fits(self, a: int, b: int) -> bool:
         """FusionFitsInBudget: at most 8 unnested reductions, and the operand budget."""
         g = self.g
-        return g.nred[a] + g.nred[b] <= MAX_UNNESTED_REDUCTIONS and g.size[a] + g.size[b] <= MAX_FUSION_PARAMS * 4
+        return (
+            g.nred[a] + g.nred[b] <= MAX_UNNESTED_REDUCTIONS
+            and g.size[a] + g.size[b] <= MAX_FUSION_PARAMS * 4
+            and self.within_budget(a, b)
+        )
 
     def depends(self, dst: int, src: int) -> bool:
         """Does kernel dst depend on kernel src (through any chain of kernels)?"""
