@@ -2,7 +2,8 @@
 
     stablehlo-opt model.mlir --annotate-cost="backend=roofline hardware=h100-sxm"
 
-`fusion=xla-gpu|xla-tpu|none` chooses the kernel formation (costmodel.kernels): with it,
+`fusion=xla-gpu|xla-tpu|iree|none` chooses the kernel formation (costmodel.kernels, or
+IREE's own dispatch regions with `iree`: costmodel.iree): with it,
 every op of a kernel carries `costmodel.kernel = <id>`, the kernel's root op carries
 `costmodel.kernel_cost`, and time is the kernels' time. Options other than `backend`,
 `hardware` and `fusion` are handed to the backend (e.g.
@@ -12,15 +13,18 @@ every op of a kernel carries `costmodel.kernel = <id>`, the kernel's root op car
 from __future__ import annotations
 
 from costmodel.backends import BackendError, make_backend
+from costmodel.branches import parse_policy
 from costmodel.engine import CostEngine
 from costmodel.hardware import SpecError, load_hardware
 from costmodel.ir import InputError, ir
 from costmodel.kernels import FUSION_POLICIES, default_policy_for
 
-from . import PassInfo, PassOption, PassSession, register_pass, warn_recosting
+from . import PassError, PassInfo, PassOption, PassSession, register_pass, warn_recosting
 
 DEFAULT_HARDWARE = "h100-sxm"
 DEFAULT_BACKEND = "roofline"
+# fusion=iree: IREE's dispatch regions (costmodel.iree, needs the [iree] extra)
+ANNOTATE_FUSIONS = (*FUSION_POLICIES, "iree")
 
 
 def annotate_module(
@@ -34,6 +38,7 @@ def annotate_module(
     session: PassSession | None = None,
     formation_cache: dict | None = None,
     inline: bool = False,
+    branch: str | int = "max",
 ) -> CostEngine:
     """What the pass does, callable in-process (`costmodel kernels`, `predict`).
     Raises InputError for a bad hardware, backend or fusion name."""
@@ -43,22 +48,49 @@ def annotate_module(
     except (SpecError, BackendError) as err:
         raise InputError(str(err)) from None
     policy = fusion or default_policy_for(spec.name)
-    if policy not in FUSION_POLICIES:
+    if policy not in ANNOTATE_FUSIONS:
         raise InputError(
-            f"pass 'annotate-cost': option 'fusion' expects one of {', '.join(FUSION_POLICIES)}, got '{policy}'"
+            f"pass 'annotate-cost': option 'fusion' expects one of {', '.join(ANNOTATE_FUSIONS)}, got '{policy}'"
         )
     if session is not None:
         warn_recosting(module, spec.name, session)
-    if inline:
+    if inline or policy == "iree":  # IREE inlines every call before it forms dispatches
         from costmodel.ir import inline_calls
 
         with module.context:
             inline_calls(module)
+    former = _iree_formation(module, diagnostics, session) if policy == "iree" else None
     engine = CostEngine(
-        impl, spec.name, diagnostics, backend_name=backend, fusion=policy, formation_cache=formation_cache
+        impl,
+        spec.name,
+        diagnostics,
+        backend_name=backend,
+        fusion=policy,
+        formation_cache=formation_cache,
+        kernel_former=former,
+        branch=parse_policy(branch),
     )
     engine.run(module)
+    if former is not None:
+        for severity, message in former.messages():
+            diagnostics.emit(severity, module.location, message)
     return engine
+
+
+def _iree_formation(module: ir.Operation, diagnostics, session: PassSession | None):
+    """IREE's dispatch regions of `module` (costmodel.iree). When IREE rejects the module:
+    in the pass, its errors become diagnostics at our ops and the pass fails; called as
+    a library, the IreeError (an InputError: one line, with the op's location) goes up."""
+    from costmodel.iree import IreeError, IreeFormation
+
+    try:
+        return IreeFormation(module)
+    except IreeError as err:
+        if session is None or not err.diagnostics:
+            raise
+        for d in err.diagnostics:
+            diagnostics.error(d.location or module.location, d.message)
+        raise PassError(str(err)) from None
 
 
 def run(module: ir.Operation, options: dict, session: PassSession) -> None:
@@ -71,6 +103,7 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
         backend_options=options["extra"],
         session=session,
         inline=options["inline"],
+        branch=options["branch"],
     )
 
 
@@ -90,8 +123,19 @@ INFO = register_pass(
                 "fusion",
                 str,
                 "",
-                "kernel formation: xla-gpu, xla-tpu or none (every op its own kernel); default: the "
-                "compiler that targets the hardware (TPU and host-cpu: xla-tpu, cpu: none, GPUs: xla-gpu)",
+                "kernel formation: xla-gpu, xla-tpu, iree (IREE's dispatch regions for llvm-cpu; calls are "
+                "inlined first) or none (every op its own kernel); default: the compiler that targets the "
+                "hardware (TPU and host-cpu: xla-tpu, cpu: none, GPUs: xla-gpu)",
+            ),
+            PassOption(
+                "branch",
+                str,
+                "max",
+                "which branch of a stablehlo.case/if counts: max (the costliest, by predicted time), mean (each of "
+                "N branches with weight 1/N), a branch index (out of range: the last, as case runs it), or xla "
+                "(each count its maximum over the branches, as XLA's cost analysis; otherwise as max); the kernel "
+                "report, memory, collectives and the Chakra trace follow the same choice",
+                validate=parse_policy,
             ),
             PassOption(
                 "inline",

@@ -417,7 +417,7 @@ def test_huge_communicating_loop_fails_up_front(tmp_path, capsys):
     elapsed_s = time.perf_counter() - t0
     err = capsys.readouterr().err
     assert rc == 1 and elapsed_s < 10
-    assert "runs 1,000,000,000 times with 1 communication op(s) per iteration" in err and "chakra=false" in err
+    assert "runs 1,000,000,000 times with" in err and "chakra=false" in err
     assert not (tmp_path / "t").exists()
     rc = driver.main([src, "--extract-collectives=system=a100-40gb-x4 chakra=false"])
     out = capsys.readouterr().out

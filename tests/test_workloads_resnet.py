@@ -228,7 +228,7 @@ def test_child_process_export():
     "argv, message",
     [
         (["resnet18", "--global-batch", "10"], "global batch 10 is not divisible by 4 devices"),
-        (["resnet19"], "unknown model 'resnet19' (choose from resnet18, resnet34, resnet50, resnet101, resnet200)"),
+        (["resnet19"], "unknown model 'resnet19' (choose from resnet18, resnet34, resnet50, resnet101, resnet200, llama3-100m,"),
         (["resnet18", "--mode", "eval"], "unknown mode 'eval'"),
         (["resnet18", "--dtype", "f16"], "unknown dtype 'f16'"),
         (["resnet18", "--devices", "0"], "devices must be a positive integer"),

@@ -38,6 +38,8 @@ __all__ = [
 COST_ATTR = "costmodel.cost"
 KERNEL_ATTR = "costmodel.kernel"  # on every op of a kernel: the kernel id
 KERNEL_COST_ATTR = "costmodel.kernel_cost"  # once per kernel, on its root op
+# on an op that is no kernel's member but copied into N kernels (recomputed in each, no buffer)
+KERNEL_COPIES_ATTR = "costmodel.kernel_copies"
 SUMMARY_ATTR = "costmodel.summary"
 UNSUPPORTED_ATTR = "costmodel.unsupported"
 
@@ -208,8 +210,17 @@ class CostEngine:
         backend_name: str | None = None,
         fusion: str = "none",
         formation_cache: dict | None = None,
+        kernel_former=None,
+        branch: str | int = "max",
     ):
+        from .branches import parse_policy
+
         self.backend = backend
+        # kernels formed elsewhere (fusion=iree: IREE's dispatch regions): an object with
+        # form(nodes) -> [Kernel] per block and summary() -> extra summary entries
+        self.kernel_former = kernel_former
+        # which branch of a case/if counts (costmodel.branches): max, mean or an index
+        self.branch = parse_policy(branch)
         # kernel formation policy: "none" (every op its own kernel, no kernel attributes),
         # "xla-gpu", "xla-tpu"; "given" is chosen for modules XLA already fused.
         self.fusion = fusion
@@ -335,10 +346,17 @@ class CostEngine:
             "op_count": self._cnt(self.op_count),
             "unsupported_count": self._cnt(sum(self.unsupported_ops.values())),
         }
+        d["branch"] = ir.StringAttr.get(str(self.branch))
         if self.fusion != "none":
             d["fusion"] = ir.StringAttr.get(self.policy)
             d["kernel_count"] = self._cnt(total.kernel_count)
             d["kernel_bytes"] = self._cnt(total.kernel_bytes)
+        if self.kernel_former is not None:
+            for key, value in self.kernel_former.summary().items():
+                if isinstance(value, dict):
+                    d[key] = ir.DictAttr.get({k: self._cnt(v) for k, v in value.items()})
+                else:
+                    d[key] = self._cnt(value) if isinstance(value, int) else ir.StringAttr.get(str(value))
         if self.program_overhead_ns:
             d["program_overhead_ns"] = f64_attr(self.program_overhead_ns)
         stats = getattr(self.backend, "summary_stats", None)
@@ -466,6 +484,7 @@ class CostEngine:
         kernels = self._form(nodes)
         i64 = self._i64
         placed: dict = {}
+        copies: dict = {}
         for k in kernels:
             k.id = self._next_kernel
             self._next_kernel += 1
@@ -480,6 +499,8 @@ class CostEngine:
                 placed[i] = (k, kc, id_attr)
             for i in k.duplicated_ids:
                 placed.setdefault(i, (k, kc, id_attr))
+                copies[i] = copies.get(i, 0) + 1
+        members = {i for k in kernels for i in k.node_ids}
         for k in kernels:
             k.root.attributes[KERNEL_COST_ATTR] = self._kernel_attr(k, placed[k.node_ids[-1]][1])
         for i, nd in enumerate(nodes):
@@ -506,6 +527,8 @@ class CostEngine:
                 cost.flops, cost.transcendentals, cost.bytes_read, cost.bytes_written, time_ns, kc.bound
             )
             op.attributes[KERNEL_ATTR] = id_attr
+            if i in copies and i not in members:
+                op.attributes[KERNEL_COPIES_ATTR] = self._cnt(copies[i])
             # counts per op; the kernel's time was added above, once
             t.flops += cost.flops
             t.transcendentals += cost.transcendentals
@@ -516,6 +539,8 @@ class CostEngine:
     def _form(self, nodes):
         from .kernels import form_kernels
 
+        if self.kernel_former is not None:
+            return self.kernel_former.form(nodes)
         self._block_seq += 1
         cache = self._formation_cache
         if cache is None:
@@ -551,7 +576,7 @@ class CostEngine:
             "bound": ir.StringAttr.get(kc.bound),
             "backend": self._backend_attr,
         }
-        for key, value in sorted((kc.detail or {}).items()):
+        for key, value in sorted({**k.attrs, **(kc.detail or {})}.items()):
             if isinstance(value, bool) or isinstance(value, str):
                 d[key] = ir.BoolAttr.get(value) if isinstance(value, bool) else ir.StringAttr.get(value)
             elif isinstance(value, int):
@@ -688,24 +713,30 @@ class CostEngine:
             self._set_totals_attr(op, t, trip)
             return t
         if name in ("stablehlo.case", "stablehlo.if"):
-            # XLA HandleConditional: the maximum over the branches, per property.
+            # The branch policy (costmodel.branches): every property from the same branch
+            # (max: the costliest, <k>: branch k), or the mean over the branches. The
+            # weights go on the op for the kernel report, memory, collectives and Chakra.
+            from .branches import set_op_weights, weights_for
+
             branches = [self.region_totals(r) for r in op.regions]
+            weights = weights_for(self.branch, [b.time_ns for b in branches])
             t = Totals()
+            for b, w in zip(branches, weights):
+                if w:
+                    t.add(b, int(w) if float(w).is_integer() else w)
+            if any(0 < w < 1 for w in weights):  # mean: whole counts
+                for f in ("flops", "transcendentals", "bytes_read", "bytes_written", "kernel_count", "kernel_bytes"):
+                    setattr(t, f, int(round(getattr(t, f))))
+            if self.branch == "xla":  # each count its maximum over the branches (XLA's cost analysis)
+                for f in ("flops", "transcendentals", "bytes_read", "bytes_written", "kernel_count", "kernel_bytes"):
+                    setattr(t, f, max([getattr(b, f) for b in branches] + [0]))
+            # an op we cannot cost in any branch stays flagged
+            t.unsupported = max([b.unsupported for b in branches] + [0])
             sync = self._host_sync_ns()  # the predicate read back on the host (IREE)
-            t.time_ns = sync
-            for b in branches:
-                t.flops = max(t.flops, b.flops)
-                t.transcendentals = max(t.transcendentals, b.transcendentals)
-                t.bytes_read = max(t.bytes_read, b.bytes_read)
-                t.bytes_written = max(t.bytes_written, b.bytes_written)
-                t.time_ns = max(t.time_ns, b.time_ns + sync)
-                for k, v in b.time_by_bound.items():
-                    t.time_by_bound[k] = max(t.time_by_bound[k], v)
-                t.unsupported = max(t.unsupported, b.unsupported)
-                # the launches of the branch that runs (kernel formation on): the largest
-                t.kernel_count = max(t.kernel_count, b.kernel_count)
-                t.kernel_bytes = max(t.kernel_bytes, b.kernel_bytes)
-            t.time_by_bound["overhead"] += sync
+            if sync:
+                t.time_ns += sync
+                t.time_by_bound["overhead"] += sync
+            set_op_weights(op, weights)
             self._set_totals_attr(op, t)
             return t
         if name == "chlo.scan":

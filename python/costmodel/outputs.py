@@ -288,9 +288,10 @@ class OutputSet:
         self.committed = False
 
     # -- staging -----------------------------------------------------------
-    def stage_dir(self, directory: str, files: dict[str, bytes], generator: str) -> str:
-        """Write `files` into a hidden sibling of `directory`; return the staged path
-        (readable now, moved into place by commit())."""
+    def stage_dir(self, directory: str, files: dict, generator: str) -> str:
+        """Write `files` (name -> bytes, or a callable that writes the file to the binary
+        handle it is given, in order) into a hidden sibling of `directory`; return the
+        staged path (readable now, moved into place by commit())."""
         directory = os.path.abspath(expand_path(directory))
         check_dir_target(directory, generator)
         parent = os.path.dirname(directory)
@@ -308,9 +309,14 @@ class OutputSet:
             raise OutputError(directory, _reason(err)) from None
         try:
             os.chmod(staged, 0o777 & ~_umask())
-            for name, data in files.items():
+            from .progress import progress
+
+            for name, data in progress(files.items(), total=len(files), desc="writing", unit="file"):
                 with open(os.path.join(staged, name), "wb") as fh:
-                    fh.write(data)
+                    if callable(data):  # a writer streaming a large file: data(fh)
+                        data(fh)
+                    else:
+                        fh.write(data)
         except OSError as err:
             shutil.rmtree(staged, ignore_errors=True)
             raise OutputError(directory, _reason(err)) from None

@@ -7,10 +7,9 @@ simulate, for one module on one system with one backend.
 
 The module text is parsed afresh for every call (the passes annotate it in place). A
 module that is sharded but not partitioned is partitioned first (propagate-shardings);
-`inline=True` inlines private functions before kernel formation, as XLA does before it
-fuses; by default calls stay kernel boundaries (docs/kernels.md says why: on the XLA
-oracle the inlined formation over-counts the non-convolution traffic by 20%, the
-default by 6%).
+Private functions are inlined before kernel formation, as XLA does before it fuses
+(`inline=False` keeps calls as kernel boundaries, as `annotate-cost` does by default;
+docs/kernels.md "Validation" compares both with XLA GPU's own kernels).
 """
 
 from __future__ import annotations
@@ -80,7 +79,7 @@ def _predict_step(
     hardware: str | None = None,
     source: str = "<module>",
     granularity: str = "region",
-    inline: bool = False,
+    inline: bool = True,
 ) -> StepPrediction:
     from .chakra.export import run_from_pass
     from .passes import PassError, PassSession, get_pass, parse_options

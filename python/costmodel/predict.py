@@ -5,8 +5,9 @@
     result.rows[0].step_time_ms
 
 The module is parsed once, partitioned once when it is sharded (propagate-shardings),
-private functions are inlined once with `inline=True` (XLA inlines before it fuses;
-see docs/kernels.md for why it is not the default); every
+private functions are inlined once (XLA inlines before it fuses; `inline=False` keeps
+calls as kernel boundaries; docs/kernels.md "Validation" compares both with XLA GPU's
+kernels); every
 (system, backend) then runs on a clone: annotate-cost -> extract-collectives -> Chakra
 -> simulate. The JSON document is described in docs/predict.md (schema
 "costmodel.predict/1").
@@ -216,7 +217,7 @@ def _predict(
     top: int = 10,
     trace_dir: str | None = None,
     progress=None,
-    inline: bool = False,
+    inline: bool = True,
 ) -> PredictResult:
     from .chakra.export import export_module, run_from_pass
     from .driver import read_input
@@ -327,7 +328,7 @@ def _predict(
                     if trace_dir:
                         report = simulate_dir(result.directory, system=spec, record=True)
                     else:
-                        report = simulate_graphs(result.graphs.nodes, result.graphs.comm_groups, spec)
+                        report = simulate_graphs(result.graphs.nodes, result.graphs.comm_groups, spec, loops=result.graphs.loops)
                     if trace_dir:
                         from .outputs import write_file
                         from .perfetto import chrome_trace_bytes

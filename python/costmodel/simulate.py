@@ -84,6 +84,7 @@ class TraceDir:
     groups: dict[str, list[int]]
     manifest: dict | None
     system_json: dict | None
+    loops: list[list] | None = None  # per rank: chakra.loops.RankLoop of a compact read
 
 
 @dataclasses.dataclass
@@ -108,6 +109,7 @@ class SimReport:
     records: list | None = None  # (rank, track, name, start_ns, end_ns, args)
     directory: str | None = None
     collectives_per_rank: int = 0  # collectives of the busiest rank (as export and check say)
+    notes: list = dataclasses.field(default_factory=list)  # how long loops were simulated
 
     @property
     def compute_time_ns(self) -> int:
@@ -136,6 +138,7 @@ class SimReport:
             "collectives_per_rank": self.collectives_per_rank,
             "p2p_messages": self.p2p_messages,
             "ranks": [r.to_dict() for r in self.ranks],
+            "notes": list(self.notes),
         }
 
     def render(self) -> str:
@@ -153,6 +156,8 @@ class SimReport:
                 f"{r.rank:>4}  {_fmt_ns(r.finish_ns):>14}  {_fmt_ns(r.compute_ns):>14}  "
                 f"{_fmt_ns(r.exposed_comm_ns):>14}  {_fmt_ns(r.comm_busy_ns):>14}  {r.nodes:>7}"
             )
+        for note in self.notes:
+            lines.append(f"note: {note}")
         return "\n".join(lines)
 
 
@@ -208,9 +213,24 @@ def _roofline(system_json: dict | None):
     return bw, peak
 
 
+_EVERYONE: dict[int, tuple] = {}
+
+
+def _everyone(num_ranks: int) -> tuple:
+    """range(num_ranks) as a tuple, built once per rank count (not once per rank: a
+    1M-NPU system would make that quadratic)."""
+    hit = _EVERYONE.get(num_ranks)
+    if hit is None:
+        _EVERYONE.clear()
+        hit = _EVERYONE[num_ranks] = tuple(range(num_ranks))
+    return hit
+
+
 def convert_nodes(nodes: list, rank: int, num_ranks: int, groups: dict, roofline=None) -> list[SimNode]:
     out = []
-    everyone = tuple(range(num_ranks))
+    if not nodes:
+        return out
+    everyone = _everyone(num_ranks)
     for n in nodes:
         attrs = {a.name: a for a in n.attr}
         deps = list(n.data_deps) + [d for d in n.ctrl_deps]
@@ -262,7 +282,9 @@ def convert_nodes(nodes: list, rank: int, num_ranks: int, groups: dict, roofline
     return out
 
 
-def load_trace_dir(directory: str) -> TraceDir:
+def load_trace_dir(directory: str, *, full: bool = False) -> TraceDir:
+    """The trace's per-rank graphs; long loops the manifest lists stay compact (three
+    iterations, `TraceDir.loops`) unless `full`."""
     if not os.path.isdir(directory):
         raise SimulationError(f"{directory}: not a directory")
     manifest = _read_json(os.path.join(directory, "manifest.json"))
@@ -272,16 +294,102 @@ def load_trace_dir(directory: str) -> TraceDir:
     system_json = _read_json(os.path.join(directory, "system.json"))
     roofline = _roofline(system_json)
     ranks = []
-    for rank in range(num_ranks):
+    loops: list[list] = []
+    per_rank = {}
+    if full is False and manifest and manifest.get("prefix") == prefix:
+        per_rank = {int(r.get("rank", -1)): r for r in manifest.get("per_rank") or [] if isinstance(r, dict)}
+    from .progress import progress
+
+    for rank in progress(range(num_ranks), total=num_ranks, desc="simulate: reading", unit="rank"):
         path = os.path.join(directory, f"{prefix}.{rank}.et")
         if not os.path.exists(path):
             raise SimulationError(f"{path}: missing (the trace has {num_ranks} ranks)")
-        try:
-            _meta, nodes = read_trace(path)
-        except TraceFormatError as err:
-            raise SimulationError(str(err)) from None
+        compact = _read_compact(path, per_rank.get(rank)) if per_rank else None
+        if compact is not None:
+            nodes, rank_loops = compact
+        else:
+            try:
+                _meta, nodes = read_trace(path)
+            except TraceFormatError as err:
+                raise SimulationError(str(err)) from None
+            rank_loops = []
         ranks.append(convert_nodes(nodes, rank, num_ranks, groups, roofline))
-    return TraceDir(directory, prefix, ranks, groups, manifest, system_json)
+        loops.append(rank_loops)
+    return TraceDir(directory, prefix, ranks, groups, manifest, system_json, loops)
+
+
+def _read_compact(path: str, entry: dict | None):
+    """(nodes, RankLoops) of a rank whose manifest entry lists compact loops, reading
+    iterations 0-2 and what follows each loop and skipping the byte ranges of the other
+    iterations (the file as the exporter wrote it: same size); None to read it all."""
+    from .chakra.io import iter_messages
+    from .chakra.loops import RankLoop, expanded_count
+
+    if not entry or not entry.get("loops"):
+        return None
+    try:
+        rank_loops = [
+            RankLoop(int(d["start"]), int(d["first"]), int(d["per"]), int(d["trips"]), str(d.get("loc", "")),
+                     int(d.get("head", 2)))
+            for d in entry["loops"]
+        ]
+        skips = [(int(d["skip_bytes"][0]), int(d["skip_bytes"][1])) for d in entry["loops"]]
+        if os.path.getsize(path) != int(entry["file_bytes"]):
+            return None
+    except (KeyError, TypeError, ValueError, IndexError, OSError):
+        return None
+    rank_loops.sort(key=lambda lp: lp.start)
+    with open(path, "rb") as fh:
+        data = fh.read(skips[0][0])
+        for i, (lo, hi) in enumerate(skips):
+            fh.seek(hi)
+            data += fh.read((skips[i + 1][0] - hi) if i + 1 < len(skips) else -1)
+    # expanded-id bounds of every loop: last two iterations map back to iterations 1 and 2
+    bounds = []
+    extra = 0
+    for lp in rank_loops:
+        skipped = (lp.trips - lp.held) * lp.per
+        last2 = lp.s1 + extra + skipped  # expanded id of iteration trips-2
+        bounds.append((lp.end + extra, last2, lp.end + extra + skipped, skipped))
+        extra += skipped
+
+    def compact_id(e: int) -> int | None:
+        out = e
+        for kept_end, last2, end, skipped in bounds:
+            if e >= end:
+                out -= skipped
+            elif e >= last2:
+                return out - skipped
+            elif e >= kept_end:
+                return None  # into a skipped iteration other than the last two
+            else:
+                return out
+        return out
+
+    try:
+        messages = iter_messages(data)
+        meta = next(messages)
+        del meta
+        nodes = []
+        for raw in messages:
+            node = pb.Node()
+            node.ParseFromString(raw)
+            nodes.append(node)
+    except Exception:
+        return None
+    if expanded_count(len(nodes), rank_loops) != int(entry.get("nodes", -1)):
+        return None
+    for i, node in enumerate(nodes):
+        cid = compact_id(node.id)
+        if cid != i:
+            return None
+        for field in (node.data_deps, node.ctrl_deps):
+            mapped = [compact_id(d) for d in field]
+            if any(m is None for m in mapped):
+                return None
+            field[:] = mapped
+        node.id = i
+    return nodes, rank_loops
 
 
 def system_for_dir(trace: TraceDir):
@@ -504,8 +612,17 @@ def simulate(
     for st in states:
         issue(st, 0)
 
+    from .progress import progress
+
+    bar = progress(None, total=sum(len(st.nodes) for st in states), desc="simulate", unit="node", min_total=200_000)
+    tick = 0
     while events:
         t, _, kind, args = heapq.heappop(events)
+        if bar is not None:
+            tick += 1
+            if tick == 4096:
+                bar.update(tick)
+                tick = 0
         rank, nid, t_start = args
         st = states[rank]
         node = st.nodes[nid]
@@ -519,6 +636,8 @@ def simulate(
         # a collective completion or a delivered message may unblock several ranks at
         # the same time; they are handled by their own events.
 
+    if bar is not None:
+        bar.close()
     stuck = [st for st in states if st.done != len(st.nodes)]
     if stuck:
         st = stuck[0]
@@ -542,7 +661,141 @@ def simulate(
     return SimReport(step, results, coll_count, p2p_count, records, collectives_per_rank=per_rank)
 
 
-def simulate_graphs(rank_nodes: list, groups: dict, system, *, record: bool = False) -> SimReport:
+# ---------------------------------------------------------------------------
+# long loops: a few iterations simulated, the steady state extrapolated
+# ---------------------------------------------------------------------------
+
+# Iteration counts tried for the steady state of a compact loop (K, then K+1, K+2).
+STEADY_TRIES = (4, 8, 16, 32, 64, 128)
+# A loop that is not steady by then is simulated in full when it has at most this many nodes per rank.
+FULL_FALLBACK_NODES = 400_000
+
+
+def expand_simnodes(nodes: list[SimNode], loops: list, counts: list[int]) -> list[SimNode]:
+    """The rank's graph with counts[i] iterations of its compact loop i (chakra.loops)."""
+    from .chakra.loops import expand_ids
+
+    if not loops:
+        return nodes
+    out = []
+    ordered = sorted(loops, key=lambda lp: lp.start)
+    for node, new_id, dep, mult in expand_ids(nodes, ordered, counts):
+        tag = node.tag
+        if mult and node.type in (SEND, RECV):
+            for lp in ordered:
+                if lp.s2 <= node.id < lp.end:
+                    step = node.tag - nodes[node.id - lp.per].tag
+                    tag = node.tag + mult * step
+                    break
+        out.append(
+            SimNode(new_id, node.type, node.name, [dep(d) for d in node.deps], node.duration_ns, node.comm_kind,
+                    node.comm_size, node.group, node.src, node.dst, tag)
+        )
+    return out
+
+
+def _metrics(rep: SimReport) -> list[int]:
+    out = [rep.collectives, rep.p2p_messages, rep.collectives_per_rank]
+    for r in rep.ranks:
+        out += [r.finish_ns, r.compute_ns, r.comm_busy_ns, r.nodes]
+    return out
+
+
+def simulate_loops(
+    ranks: list[list[SimNode]], loops: list[list], comm_time: Callable, *, record: bool = False
+) -> SimReport:
+    """Simulate per-rank graphs whose long loops are compact (`loops[r]`: RankLoops of
+    rank r; every rank with loops has the same ones, in the same order).
+
+    Loop i is simulated with K, K+1 and K+2 iterations (the others with the 4 held) for
+    K = 4, 8, 16 ...; once one more iteration adds the same amount D to every figure twice in a row
+    (per rank finish, compute, busy communication, and the counts), the loop is in its
+    steady state and its trips T contribute what K iterations add plus (T - K) x D.
+    Exact when, from iteration K on, each iteration's schedule is the previous one shifted
+    by D (identical iterations that do not depend on more than their predecessor, as the
+    compact form guarantees for the graph, reach such a periodic schedule; the test is
+    that two successive increments agree). Several loops add their contributions (each
+    measured with the others at 4 iterations). A loop that is not steady by K = 128 is
+    simulated in full when small enough, else extrapolated from its last increment with
+    a note saying so."""
+    if not any(loops):
+        return simulate(ranks, comm_time, record=record)
+    ref = max(loops, key=len)
+    n = len(ref)
+    if any(rl and len(rl) != n for rl in loops):
+        raise SimulationError("the ranks' compact loops do not match (a trace edited by hand?); simulate it with --full")
+
+    def run(counts, rec=False):
+        graphs = [expand_simnodes(nodes, rl, counts) if rl else nodes for nodes, rl in zip(ranks, loops)]
+        return simulate(graphs, comm_time, record=rec)
+
+    base_counts = [lp.held for lp in ref]
+    base = run(base_counts, record)
+    total = _metrics(base)
+    notes = []
+    for i in range(n):
+        trips = ref[i].trips
+        where = f"the loop at {ref[i].loc}" if ref[i].loc else f"loop {i + 1}"
+        done = False
+        last = None
+        for k in STEADY_TRIES:
+            if k + 2 >= trips:
+                break
+            ms = []
+            for extra in (0, 1, 2):
+                counts = list(base_counts)
+                counts[i] = k + extra
+                ms.append(_metrics(run(counts)) if k + extra != base_counts[i] else _metrics(base))
+            d1 = [b - a for a, b in zip(ms[0], ms[1])]
+            d2 = [b - a for a, b in zip(ms[1], ms[2])]
+            last = (k, ms[0], d2)
+            if d1 == d2:
+                total = [t + (mk - b) + (trips - k) * d for t, mk, b, d in zip(total, ms[0], _metrics(base), d1)]
+                notes.append(
+                    f"{where}: {trips:,} iterations; steady from iteration {k} on (simulated {k + 2}), "
+                    f"one iteration adds {_fmt_ns(max(d1[3::4] or [0]))} to the step"
+                )
+                done = True
+                break
+        if done:
+            continue
+        full = [expanded_count_sim(nodes, rl, i, trips) for nodes, rl in zip(ranks, loops) if rl]
+        if max(full, default=0) <= FULL_FALLBACK_NODES or last is None:
+            counts = list(base_counts)
+            counts[i] = trips
+            m = _metrics(run(counts))
+            total = [t + (a - b) for t, a, b in zip(total, m, _metrics(base))]
+            notes.append(f"{where}: {trips:,} iterations, simulated in full (no steady state by {STEADY_TRIES[-1]})")
+        else:
+            k, mk, d = last
+            total = [t + (a - b) + (trips - k) * x for t, a, b, x in zip(total, mk, _metrics(base), d)]
+            notes.append(
+                f"{where}: {trips:,} iterations; NOT steady after {k + 2} simulated (successive iterations add "
+                f"different times): extrapolated from the last one, approximate"
+            )
+    report = SimReport(
+        step_time_ns=0,
+        ranks=[],
+        collectives=total[0],
+        p2p_messages=total[1],
+        records=base.records,
+        collectives_per_rank=total[2],
+    )
+    for r in range(len(ranks)):
+        finish, compute, busy, nodes = total[3 + 4 * r: 7 + 4 * r]
+        report.ranks.append(RankResult(r, finish, compute, finish - compute, busy, nodes))
+    report.step_time_ns = max((r.finish_ns for r in report.ranks), default=0)
+    if record:
+        notes.append("the timeline (--trace) shows the run with 4 iterations of each long loop")
+    report.notes = notes
+    return report
+
+
+def expanded_count_sim(nodes, rank_loops, i, trips) -> int:
+    return len(nodes) + (trips - rank_loops[i].held) * rank_loops[i].per
+
+
+def simulate_graphs(rank_nodes: list, groups: dict, system, *, record: bool = False, loops=None) -> SimReport:
     """Simulate Chakra graphs held in memory (the exporter's `RankGraphs.nodes` and
     `comm_groups`), exactly as `simulate_dir` would once they are written and read back."""
     from .chakra.export import _system_texts
@@ -551,11 +804,15 @@ def simulate_graphs(rank_nodes: list, groups: dict, system, *, record: bool = Fa
     roofline = _roofline(system_json)
     groups = {str(k): [int(r) for r in v] for k, v in groups.items()}
     ranks = [convert_nodes(nodes, rank, len(rank_nodes), groups, roofline) for rank, nodes in enumerate(rank_nodes)]
+    if loops and any(loops):
+        return simulate_loops(ranks, loops, comm_time_for_system(system), record=record)
     return simulate(ranks, comm_time_for_system(system), record=record)
 
 
-def simulate_dir(directory: str, *, system=None, comm_time: Callable | None = None, record: bool = False) -> SimReport:
-    trace = load_trace_dir(directory)
+def simulate_dir(
+    directory: str, *, system=None, comm_time: Callable | None = None, record: bool = False, full: bool = False
+) -> SimReport:
+    trace = load_trace_dir(directory, full=full)
     if comm_time is None:
         if system is None:
             system = system_for_dir(trace)
@@ -567,6 +824,9 @@ def simulate_dir(directory: str, *, system=None, comm_time: Callable | None = No
                 f"{len(trace.ranks)} (see `costmodel systems list`)"
             )
         comm_time = comm_time_for_system(system)
-    report = simulate(trace.ranks, comm_time, record=record)
+    if trace.loops and any(trace.loops):
+        report = simulate_loops(trace.ranks, trace.loops, comm_time, record=record)
+    else:
+        report = simulate(trace.ranks, comm_time, record=record)
     report.directory = directory
     return report

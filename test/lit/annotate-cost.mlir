@@ -12,7 +12,14 @@
 // RUN: not stablehlo-opt %s --annotate-cost="overhead_ns=-1" 2>&1 | FileCheck %s --check-prefix=NEG
 // NEG: stablehlo-opt: error: pass 'annotate-cost': option 'overhead_ns' expects a number >= 0, got '-1'
 // RUN: not stablehlo-opt %s --annotate-cost="hardwre=a100-40gb" 2>&1 | FileCheck %s --check-prefix=TYPO
-// TYPO: stablehlo-opt: error: pass 'annotate-cost' has no option 'hardwre'; did you mean 'hardware'? (options: backend, hardware, fusion, inline)
+// TYPO: stablehlo-opt: error: pass 'annotate-cost' has no option 'hardwre'; did you mean 'hardware'? (options: backend, hardware, fusion, branch, inline)
+// The branch policy of stablehlo.case/if (docs/cost-rules.md, "Conditionals"): one line for a bad value.
+// RUN: not stablehlo-opt %s --annotate-cost="branch=largest" 2>&1 | FileCheck %s --check-prefix=BRANCH
+// BRANCH: stablehlo-opt: error: pass 'annotate-cost': option 'branch': branch must be max, mean, xla or a branch index (an integer >= 0), got 'largest'
+// BRANCH-NOT: Traceback
+// RUN: stablehlo-opt %s --split-input-file --annotate-cost="hardware=h100-sxm branch=mean" | FileCheck %s --check-prefix=MEAN
+// RUN: stablehlo-opt %s --split-input-file --annotate-cost="hardware=h100-sxm branch=1" | FileCheck %s --check-prefix=SECOND
+// RUN: stablehlo-opt %s --split-input-file --annotate-cost="hardware=h100-sxm branch=xla" | FileCheck %s --check-prefix=XLA
 // Re-costing after extract-collectives on other hardware would mix two machines: a warning.
 // RUN: stablehlo-opt %data/collectives/shard_map_collectives.mlir --extract-collectives="chakra=false" --annotate-cost="hardware=a100-40gb" -o /dev/null 2>&1 | FileCheck %s --check-prefix=RECOST
 // RECOST: warning: annotate-cost: costing for hardware 'a100-40gb' a module whose collectives extract-collectives timed for system 'dgx-h100' ('h100-sxm' devices)
@@ -123,4 +130,81 @@ func.func public @fused_chain(%a: tensor<8x4xf32>) -> tensor<8x4xf32> {
 func.func public @calibrated(%a: tensor<4096x4096xbf16>, %b: tensor<4096x4096xbf16>) -> tensor<4096x4096xbf16> {
   %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<4096x4096xbf16>, tensor<4096x4096xbf16>) -> tensor<4096x4096xbf16>
   return %0 : tensor<4096x4096xbf16>
+}
+
+// -----
+
+// fusion=iree: IREE's own dispatch regions (llvm-cpu, end of its dispatch-creation
+// phase) are the kernels. Softmax is two dispatches (XLA GPU makes three): the GEMM with
+// its bias and exponential, then the row sum with the division; a dispatch's bytes are
+// what it loads and stores (GEMM: (4x8 + 8x16 + 16) f32 in, 4x16 f32 out).
+// RUN: stablehlo-opt %s --split-input-file --annotate-cost="hardware=a100-40gb fusion=iree" | filecheck %s --check-prefix=IREE
+// What IREE rejects (a select_and_scatter with overlapping windows, as in the ResNet
+// training steps) is one diagnostic at the op, not IREE's dump of it:
+// RUN: not stablehlo-opt %S/Inputs/iree-rejected.mlir --annotate-cost="fusion=iree" 2>&1 | FileCheck %s --check-prefix=IREE-ERR
+// IREE-ERR: iree-rejected.mlir:3:8: error: IREE cannot compile 'stablehlo.select_and_scatter': failed to legalize operation 'stablehlo.select_and_scatter' that was explicitly marked illegal
+// IREE-ERR-NOT: {{.}}
+// IREE: costmodel.summary = {{{.*}}fusion = "iree"{{.*}}iree_dispatch_regions = 2 : i64, iree_placement = {attached = 3 : i64, collective = 0 : i64, cross_block = 0 : i64, dead = 0 : i64, dispatch = 5 : i64, folded = 0 : i64, free = 0 : i64, hoisted = 0 : i64, host = 0 : i64, merged = 0 : i64, transfer = 0 : i64}, iree_regions_without_kernel = 0 : i64, iree_transfers = 0 : i64, kernel_bytes = 1472 : i64, kernel_count = 2 : i64
+// IREE-LABEL: func.func public @iree_softmax
+// IREE: stablehlo.dot_general {{.*}}costmodel.kernel = [[G:[0-9]+]] : i64
+// IREE: stablehlo.broadcast_in_dim {{.*}}costmodel.kernel = [[G]] : i64
+// IREE: stablehlo.add {{.*}}costmodel.kernel = [[G]] : i64
+// IREE: stablehlo.exponential {{.*}}costmodel.kernel = [[G]] : i64, costmodel.kernel_cost = {{{.*}}bytes_read = 704 : i64, bytes_written = 256 : i64{{.*}}iree_region = "iree_softmax_dispatch_0", kind = "gemm", launches = 1 : i64
+// IREE: stablehlo.reduce{{.*}}costmodel.kernel = [[R:[0-9]+]] : i64
+// IREE: stablehlo.broadcast_in_dim {{.*}}costmodel.kernel = [[R]] : i64
+// IREE: stablehlo.divide {{.*}}costmodel.kernel = [[R]] : i64, costmodel.kernel_cost = {{{.*}}bytes_read = 256 : i64, bytes_written = 256 : i64{{.*}}iree_region = "iree_softmax_dispatch_1", kind = "input", launches = 1 : i64
+func.func public @iree_softmax(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %c: tensor<16xf32>) -> tensor<4x16xf32> {
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %1 = stablehlo.broadcast_in_dim %c, dims = [1] : (tensor<16xf32>) -> tensor<4x16xf32>
+  %2 = stablehlo.add %0, %1 : tensor<4x16xf32>
+  %3 = stablehlo.exponential %2 : tensor<4x16xf32>
+  %cst = stablehlo.constant dense<0.0> : tensor<f32>
+  %4 = stablehlo.reduce(%3 init: %cst) applies stablehlo.add across dimensions = [1] : (tensor<4x16xf32>, tensor<f32>) -> tensor<4xf32>
+  %5 = stablehlo.broadcast_in_dim %4, dims = [0] : (tensor<4xf32>) -> tensor<4x16xf32>
+  %6 = stablehlo.divide %3, %5 : tensor<4x16xf32>
+  return %6 : tensor<4x16xf32>
+}
+
+// -----
+
+// A concatenate is two flow.tensor.update transfers of IREE's: one `copy` kernel of two
+// launches, each copying one 8x32 f32 operand (1024 B) in place.
+// IREE-LABEL: func.func public @iree_concatenate
+// IREE: stablehlo.concatenate {{.*}}costmodel.kernel_cost = {{{.*}}bytes_read = 2048 : i64, bytes_written = 2048 : i64{{.*}}iree_region = "flow.tensor.update", kind = "copy", launches = 2 : i64
+func.func public @iree_concatenate(%x: tensor<8x32xf32>) -> tensor<16x32xf32> {
+  %0 = stablehlo.concatenate %x, %x, dim = 0 : (tensor<8x32xf32>, tensor<8x32xf32>) -> tensor<16x32xf32>
+  return %0 : tensor<16x32xf32>
+}
+
+// -----
+
+// stablehlo.case: branch 0 exponentiates three times (3 * 64 = 192 transcendentals, three
+// kernels), branch 1 multiplies 8x8 matrices (2 * 8 * 8 * 8 = 1024 flops, one kernel). The
+// default, branch=max, counts the costliest branch (by predicted time: branch 0 here, three
+// memory-bound kernels) as a whole, and writes its choice on the op for the kernel report,
+// memory, collectives and the Chakra trace.
+// CHECK: module attributes {costmodel.summary = {{{.*}}branch = "max"
+// CHECK-LABEL: func.func public @conditional
+// CHECK: }) {costmodel.branch_weights = array<f64: 1.000000e+00, 0.000000e+00>, costmodel.cost = {{{.*}}flops = 0 : i64{{.*}}transcendentals = 192 : i64
+// mean: each of the 2 branches weighs 1/2: 1024 / 2 = 512 flops, 192 / 2 = 96 transcendentals.
+// MEAN-LABEL: func.func public @conditional
+// MEAN: }) {costmodel.branch_weights = array<f64: 5.000000e-01, 5.000000e-01>, costmodel.cost = {{{.*}}flops = 512 : i64{{.*}}transcendentals = 96 : i64
+// branch=1: the matrix product alone.
+// SECOND-LABEL: func.func public @conditional
+// SECOND: }) {costmodel.branch_weights = array<f64: 0.000000e+00, 1.000000e+00>, costmodel.cost = {{{.*}}flops = 1024 : i64{{.*}}transcendentals = 0 : i64
+// xla: each count its maximum over the branches, as XLA's HandleConditional (flops of branch
+// 1, transcendentals of branch 0); the rest follows the costliest branch.
+// XLA-LABEL: func.func public @conditional
+// XLA: }) {costmodel.branch_weights = array<f64: 1.000000e+00, 0.000000e+00>, costmodel.cost = {{{.*}}flops = 1024 : i64{{.*}}transcendentals = 192 : i64
+func.func public @conditional(%i: tensor<i32>, %a: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %0 = "stablehlo.case"(%i) ({
+    %1 = stablehlo.exponential %a : tensor<8x8xf32>
+    %2 = stablehlo.exponential %1 : tensor<8x8xf32>
+    %3 = stablehlo.exponential %2 : tensor<8x8xf32>
+    stablehlo.return %3 : tensor<8x8xf32>
+  }, {
+    %1 = stablehlo.dot_general %a, %a, contracting_dims = [1] x [0] : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+    stablehlo.return %1 : tensor<8x8xf32>
+  }) : (tensor<i32>) -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
 }

@@ -11,9 +11,14 @@ How the program becomes a graph (docs/chakra.md has the long version):
 - The program is walked in program order from its public functions. `func.call`,
   `stablehlo.composite`, `sdy.manual_computation` ... are inlined when they contain
   communication; a `stablehlo.while` that contains communication is UNROLLED by its trip
-  count (so every collective of every iteration appears, in order). Control flow without
+  count (so every collective of every iteration appears, in order). A long one (see
+  `COMPACT_MIN_NODES`) is kept COMPACT in memory: four iterations are built, and when the
+  fourth is the third shifted by one iteration on every rank, the others are copies of it
+  (`RankLoop`); the writer streams them into the `.et` files and the simulator runs a few
+  of them and extrapolates (costmodel.simulate, docs/simulator.md, "Long loops"). Control flow without
   communication is FOLDED: it is one compute op with the total cost the engine put on it.
-  A `stablehlo.case`/`if` with communication exports its most expensive branch.
+  A `stablehlo.case`/`if` with communication exports the branch annotate-cost's
+  `branch` option chose (default: the costliest; `branch=mean` has no trace: an error).
 - Compute: with `granularity=region` (default) consecutive compute ops are merged into
   one COMP node until a communication point: a collective is issued, or an op uses the
   result of a collective that the running node does not depend on yet. With
@@ -84,6 +89,12 @@ GENERATOR = "stablehlo-costmodel"
 
 # A graph larger than this (nodes per rank) is refused: unrolling went too far.
 MAX_NODES_PER_RANK = 2_000_000
+# A communicating while loop whose unrolled graph would have at least this many nodes (and
+# that runs at least COMPACT_MIN_TRIPS times) is kept compact: 3 iterations in memory.
+COMPACT_MIN_NODES = 20_000
+COMPACT_MIN_TRIPS = 8
+# The streamed .et files of compact loops: at most this many nodes per rank are written.
+MAX_WRITTEN_NODES_PER_RANK = 50_000_000
 
 COMM_OP_KINDS = {
     "stablehlo.all_reduce": "all_reduce",
@@ -157,6 +168,25 @@ class TNode:
 
 
 @dataclasses.dataclass
+class TLoop:
+    """A compact while loop in the template: nodes [start, start + first) are iterations
+    0 and 1, the next `per` iteration 2, the next `per` iteration 3; iterations 3..trips-1
+    are iteration 3 shifted (checked here and per rank by `instantiate`, chakra.loops)."""
+
+    start: int
+    first: int
+    per: int
+    trips: int
+    loc: str = ""
+    compute_ns_first: float = 0.0  # exact compute time of iteration 0 / of one later one
+    compute_ns_per: float = 0.0
+
+    @property
+    def end(self) -> int:
+        return self.start + self.first + 2 * self.per
+
+
+@dataclasses.dataclass
 class TemplateGraph:
     nodes: list[TNode]
     num_replicas: int
@@ -166,6 +196,7 @@ class TemplateGraph:
     unrolled_loops: int = 0
     folded_loops: int = 0
     warnings: list[str] = dataclasses.field(default_factory=list)
+    loops: list[TLoop] = dataclasses.field(default_factory=list)
 
     @property
     def num_devices(self) -> int:
@@ -193,6 +224,9 @@ class _Builder:
         self.p2p_count = 0
         self.unrolled = 0
         self.folded = 0
+        self.compact = True  # keep long communicating loops compact (TLoop)
+        self.loops: list[TLoop] = []
+        self._loop_depth = 0
         self.warnings: list[str] = []
         self._warned: set = set()
         for op in module.regions[0].blocks[0].operations:
@@ -469,6 +503,31 @@ class _Builder:
                 "the costs and collective totals without a trace, or export the program with a smaller trip count"
             )
 
+    def _compact_loop(self, op, cond, body, trip: int, operand_deps) -> None:
+        """Build iterations 0-3 of a long loop (compute chains cut at iteration
+        boundaries) and record a TLoop: 0 and 1 as they come, 3 must be 2 shifted."""
+        self.unrolled += 1
+        self.chain = None
+        start = len(self.nodes)
+        bounds = [start]
+        carried = operand_deps
+        self._loop_depth += 1
+        for _ in range(4):
+            self.bind(cond.arguments, carried)
+            self.walk_block(cond)
+            self.bind(body.arguments, carried)
+            carried = self.walk_block(body)
+            self.chain = None
+            bounds.append(len(self.nodes))
+        self._loop_depth -= 1
+        self.bind(op.results, carried)
+        loc = format_location(op.location, "")
+        lp = TLoop(start, bounds[2] - start, bounds[3] - bounds[2], trip, loc)
+        why = _template_periodic(self.nodes, lp) if bounds[4] - bounds[3] == lp.per else "iteration sizes differ"
+        if why is not None:
+            raise _NotPeriodic(f"{loc}: {why}" if loc else why)
+        self.loops.append(lp)
+
     def visit_control(self, op, name: str) -> None:
         vals = self.vals
         operand_deps = [vals.get(v, ()) for v in op.operands]
@@ -483,27 +542,48 @@ class _Builder:
                     "exporting one iteration",
                 )
                 trip = 1
+            cond, body = op.regions[0].blocks[0], op.regions[1].blocks[0]
+            if self.compact and self._loop_depth == 0 and trip >= COMPACT_MIN_TRIPS:
+                per_estimate = max(1, self._comm_per_run(op))
+                if trip * per_estimate >= COMPACT_MIN_NODES:
+                    self._compact_loop(op, cond, body, trip, operand_deps)
+                    return
             self._check_unroll(op, trip)
             self.unrolled += 1
-            cond, body = op.regions[0].blocks[0], op.regions[1].blocks[0]
             carried = operand_deps
+            self._loop_depth += 1
             for _ in range(trip):
                 self.bind(cond.arguments, carried)
                 self.walk_block(cond)
                 self.bind(body.arguments, carried)
                 carried = self.walk_block(body)
+            self._loop_depth -= 1
             self.bind(op.results, carried)
             return
         if name in ("stablehlo.case", "stablehlo.if"):
-            best, best_t = None, -1.0
-            for region in op.regions:
-                t = 0.0
-                for block in region.blocks:
-                    for inner in block.operations:
-                        t += self.cost(inner.operation)[0]
-                if t > best_t:
-                    best, best_t = region, t
-            self.warn(op, f"Chakra export: '{name}' contains communication; exporting its most expensive branch")
+            from ..branches import chosen, op_weights
+
+            weights = op_weights(op)
+            if weights is not None and len(weights) == len(op.regions):
+                k = chosen(weights)
+                if k is None:
+                    where = format_location(op.location, "")
+                    raise InputError(
+                        f"{where + ': ' if where else ''}'{name}' contains communication and annotate-cost weighed its "
+                        "branches with branch=mean: a trace runs one branch; annotate with branch=max or branch=<index>"
+                    )
+                best = op.regions[k]
+                self.warn(op, f"Chakra export: '{name}' contains communication; exporting branch {k} (annotate-cost's branch choice)")
+            else:  # not annotated by this version: the most expensive branch, as branch=max
+                best, best_t = None, -1.0
+                for region in op.regions:
+                    t = 0.0
+                    for block in region.blocks:
+                        for inner in block.operations:
+                            t += self.cost(inner.operation)[0]
+                    if t > best_t:
+                        best, best_t = region, t
+                self.warn(op, f"Chakra export: '{name}' contains communication; exporting its most expensive branch")
             ret: list = []
             for block in best.blocks:
                 ret = self.walk_block(block)
@@ -614,8 +694,10 @@ def build_template(
     *,
     decode: Callable | None = None,
     diags=None,
+    compact: bool = True,
 ) -> TemplateGraph:
-    """The program as one rank-independent graph (collectives carry all their groups)."""
+    """The program as one rank-independent graph (collectives carry all their groups);
+    `compact=False` unrolls every loop."""
     if granularity not in ("op", "region"):
         raise InputError(f"granularity must be 'op' or 'region', got '{granularity}'")
     if SUMMARY_ATTR not in module.attributes:
@@ -625,17 +707,10 @@ def build_template(
         builder = _Builder(
             module, granularity, num_replicas, num_partitions, decode or _default_decoder(module), diags
         )
+        builder.compact = compact
         builder.run(entry_functions(module))
     nodes = builder.nodes
-    # Rounding with the error carried forward: node k gets round(S_k) - round(S_{k-1}).
-    cum = 0.0
-    prev_us = 0
-    for n in nodes:
-        if n.kind == "comp":
-            cum += n.time_ns
-            us = math.floor(cum / 1000.0 + 0.5)
-            n.duration_us = us - prev_us
-            prev_us = us
+    cum = _round_durations(nodes, builder.loops, builder.warnings)
     return TemplateGraph(
         nodes=nodes,
         num_replicas=num_replicas,
@@ -645,7 +720,84 @@ def build_template(
         unrolled_loops=builder.unrolled,
         folded_loops=builder.folded,
         warnings=builder.warnings,
+        loops=builder.loops,
     )
+
+
+def _template_periodic(nodes: list[TNode], lp: TLoop) -> str | None:
+    """None when the loop's iteration 3 is iteration 2 shifted by one iteration."""
+    s1, per, start = lp.start + lp.first, lp.per, lp.start
+    for k in range(per):
+        a, b = nodes[s1 + k], nodes[s1 + per + k]
+        if (a.kind, a.time_ns, a.flops, a.nbytes, a.op_count, a.kernel_count, a.comm_kind, a.comm_bytes) != (
+            b.kind, b.time_ns, b.flops, b.nbytes, b.op_count, b.kernel_count, b.comm_kind, b.comm_bytes
+        ) or a.groups != b.groups or a.pairs != b.pairs:
+            return f"node {b.idx} is not node {a.idx} of the previous iteration"
+        want = {d + per if d >= start else d for d in a.deps}
+        if b.deps != want or any(start <= d < s1 for d in b.deps):
+            return f"node {b.idx} depends on other nodes than node {a.idx} does, shifted"
+    return None
+
+
+class _NotPeriodic(Exception):
+    """A compact loop whose iterations are not shifted copies of each other (on some
+    rank): the template is built again with the loop unrolled."""
+
+
+def _round_durations(nodes: list[TNode], loops: list[TLoop], warnings: list[str]) -> float:
+    """`duration_us` of COMP nodes: rounding with the error carried forward (node k gets
+    round(S_k) - round(S_{k-1})), so a rank's durations add up to its compute time within
+    0.5 us. In a compact loop, iterations 1 and 2 are rounded on their own (carry reset at
+    the iteration start) so that every later iteration is the same; the loop's error then
+    is trips x that iteration's (warned when it exceeds 1% of the loop's compute).
+    Returns the exact compute time of one rank, every iteration counted."""
+    cum = 0.0  # the rounded-so-far total, in ns, that the next node continues from
+    prev_us = 0
+    exact = 0.0
+    bounds = {}
+    for lp in loops:
+        bounds[lp.start + lp.first] = lp  # iteration 1 starts
+    i, n = 0, len(nodes)
+    while i < n:
+        lp = bounds.get(i)
+        if lp is not None:
+            # iterations 1 and 2: the same rounding for both (carry reset)
+            for it in range(2):
+                lo = lp.start + lp.first + it * lp.per
+                local, local_prev = 0.0, 0
+                for node in nodes[lo:lo + lp.per]:
+                    if node.kind == "comp":
+                        local += node.time_ns
+                        us = math.floor(local / 1000.0 + 0.5)
+                        node.duration_us = us - local_prev
+                        local_prev = us
+                if it == 0:
+                    lp.compute_ns_per = local
+                    per_us = local_prev
+            lp.compute_ns_first = sum(x.time_ns for x in nodes[lp.start:lp.start + lp.first] if x.kind == "comp")
+            rest = lp.trips - 2  # iterations from 2 on: P's rounding
+            exact += lp.compute_ns_per * rest
+            # the rest of the trace continues after the loop's rounded total
+            cum = prev_us * 1000.0 + per_us * 1000.0 * rest
+            prev_us = math.floor(cum / 1000.0 + 0.5)
+            off_ns = abs(per_us * 1000.0 - lp.compute_ns_per) * rest
+            if lp.compute_ns_per > 0 and off_ns > 0.01 * lp.compute_ns_per * rest:
+                warnings.append(
+                    f"Chakra's whole microseconds: one iteration of the loop at {lp.loc or 'an unknown location'} "
+                    f"computes {lp.compute_ns_per / 1000:.3f} us, written as {per_us} us; over {lp.trips:,} trips the "
+                    f"trace's compute is off by {off_ns / 1000:.1f} us"
+                )
+            i = lp.start + lp.first + 2 * lp.per
+            continue
+        node = nodes[i]
+        if node.kind == "comp":
+            exact += node.time_ns
+            cum += node.time_ns
+            us = math.floor(cum / 1000.0 + 0.5)
+            node.duration_us = us - prev_us
+            prev_us = us
+        i += 1
+    return exact
 
 
 # ---------------------------------------------------------------------------
@@ -662,11 +814,17 @@ def _attr(node: pb.Node, name: str, **value) -> None:
 
 @dataclasses.dataclass
 class RankGraphs:
-    nodes: list[list[pb.Node]]  # per rank
+    nodes: list[list[pb.Node]]  # per rank (compact loops: 3 iterations, see chakra.loops)
     comm_groups: dict[str, list[int]]  # pg_name -> ranks
-    comm_time_ns: list[float]  # per rank: our model's time of its communication ops
-    node_counts: list[dict[str, int]]
+    comm_time_ns: list[float]  # per rank: our model's time of its communication ops (every iteration)
+    node_counts: list[dict[str, int]]  # per rank, every iteration counted
     compute_us: list[int]
+    loops: list[list] = dataclasses.field(default_factory=list)  # per rank: chakra.loops.RankLoop
+
+    def expanded_nodes(self, rank: int) -> int:
+        from .loops import expanded_count
+
+        return expanded_count(len(self.nodes[rank]), self.loops[rank] if self.loops else [])
 
 
 def _group_full(group, n: int) -> bool:
@@ -710,11 +868,15 @@ def instantiate(
         return t
 
     all_nodes: list[list[pb.Node]] = []
+    all_loops: list[list] = []
     comm_totals: list[float] = []
     counts: list[dict[str, int]] = []
     compute_us: list[int] = []
     COMP, COLL, SEND, RECV = pb.COMP_NODE, pb.COMM_COLL_NODE, pb.COMM_SEND_NODE, pb.COMM_RECV_NODE
-    for rank in range(num_ranks):
+    protos: dict = {}  # template node (and group) -> its node without id and deps
+    from ..progress import progress
+
+    for rank in progress(range(num_ranks), total=num_ranks, desc="chakra: rank graphs", unit="rank"):
         idmap: list = [()] * len(tnodes)
         out: list[pb.Node] = []
         last_comp = last_comm = None
@@ -723,6 +885,7 @@ def instantiate(
         c = {"COMP_NODE": 0, "COMM_COLL_NODE": 0, "COMM_SEND_NODE": 0, "COMM_RECV_NODE": 0}
         if rank >= active_ranks:
             all_nodes.append(out)
+            all_loops.append([])
             comm_totals.append(0.0)
             counts.append(c)
             compute_us.append(0)
@@ -734,19 +897,35 @@ def instantiate(
                 s.update(idmap[d])
             return sorted(s)
 
+        marks: dict[int, int] = {}  # template index -> rank node count there (compact loop bounds)
+        for lp in template.loops:
+            for b in (lp.start, lp.start + lp.first, lp.start + lp.first + lp.per, lp.end):
+                marks[b] = -1
+        node_comm: list[float] = []  # per rank node: its communication time (comm_ns adds these)
         for tn in tnodes:
+            if tn.idx in marks:
+                marks[tn.idx] = len(out)
+            while len(node_comm) < len(out):
+                node_comm.append(0.0)
+            comm_before = comm_ns
             deps = resolve(tn.deps)
             if tn.kind == "comp":
-                n = pb.Node(id=len(out), name=tn.name, type=COMP, duration_micros=tn.duration_us)
+                proto = protos.get(tn.idx)
+                if proto is None:  # the same on every rank: built once, copied (C) per rank
+                    proto = pb.Node(name=tn.name, type=COMP, duration_micros=tn.duration_us)
+                    _attr(proto, "is_cpu_op", bool_val=False)
+                    _attr(proto, "num_ops", int64_val=max(1, tn.flops))
+                    _attr(proto, "tensor_size", int64_val=max(1, tn.nbytes))
+                    _attr(proto, "op_count", int64_val=tn.op_count)
+                    if tn.kernel_count:
+                        _attr(proto, "kernel_count", int64_val=tn.kernel_count)
+                    protos[tn.idx] = proto
+                n = pb.Node()
+                n.CopyFrom(proto)
+                n.id = len(out)
                 n.data_deps.extend(deps)
                 if last_comp is not None and last_comp not in deps:
                     n.ctrl_deps.append(last_comp)
-                _attr(n, "is_cpu_op", bool_val=False)
-                _attr(n, "num_ops", int64_val=max(1, tn.flops))
-                _attr(n, "tensor_size", int64_val=max(1, tn.nbytes))
-                _attr(n, "op_count", int64_val=tn.op_count)
-                if tn.kernel_count:
-                    _attr(n, "kernel_count", int64_val=tn.kernel_count)
                 last_comp = n.id
                 out.append(n)
                 idmap[tn.idx] = (n.id,)
@@ -759,16 +938,23 @@ def instantiate(
                 if g is None or len(g) < 2:
                     idmap[tn.idx] = tuple(deps)
                     continue
-                n = pb.Node(id=len(out), name=tn.name, type=COLL)
                 t_ns = priced(tn.comm_kind, tn.comm_bytes, g)
                 comm_ns += t_ns
-                if tn.comm_kind == "collective_broadcast":
-                    n.duration_micros = math.floor(t_ns / 1000.0 + 0.5)
-                _attr(n, "is_cpu_op", bool_val=False)
-                _attr(n, "comm_type", int64_val=COMM_TYPE_OF_KIND[tn.comm_kind])
-                _attr(n, "comm_size", int64_val=tn.comm_bytes)
-                if not _group_full(g, num_ranks):
-                    _attr(n, "pg_name", string_val=group_ids[tuple(g)])
+                key = (tn.idx, id(g))  # every member of a group shares its list `g`
+                proto = protos.get(key)
+                if proto is None:
+                    proto = pb.Node(name=tn.name, type=COLL)
+                    if tn.comm_kind == "collective_broadcast":
+                        proto.duration_micros = math.floor(t_ns / 1000.0 + 0.5)
+                    _attr(proto, "is_cpu_op", bool_val=False)
+                    _attr(proto, "comm_type", int64_val=COMM_TYPE_OF_KIND[tn.comm_kind])
+                    _attr(proto, "comm_size", int64_val=tn.comm_bytes)
+                    if not _group_full(g, num_ranks):
+                        _attr(proto, "pg_name", string_val=group_ids[tuple(g)])
+                    protos[key] = proto
+                n = pb.Node()
+                n.CopyFrom(proto)
+                n.id = len(out)
                 created.append(n)
             else:
                 pairs = tn.pairs or []
@@ -802,12 +988,46 @@ def instantiate(
                 out.append(n)
                 c[NODE_TYPE_NAMES[n.type]] += 1
             idmap[tn.idx] = tuple(n.id for n in created)
+            if template.loops:
+                while len(node_comm) < len(out):
+                    node_comm.append(0.0)
+                node_comm[len(out) - len(created)] = comm_ns - comm_before
+        rank_loops = []
+        if template.loops:
+            from .loops import RankLoop, check_periodic
+
+            for b, v in marks.items():
+                if v < 0:
+                    marks[b] = len(out)
+            while len(node_comm) < len(out):
+                node_comm.append(0.0)
+            for lp in template.loops:
+                start_r, s1, s2 = marks[lp.start], marks[lp.start + lp.first], marks[lp.start + lp.first + lp.per]
+                end_r = marks.get(lp.end, len(out))
+                rl = RankLoop(start_r, s1 - start_r, s2 - s1, lp.trips, lp.loc)
+                if end_r - s2 != rl.per:
+                    raise _NotPeriodic(f"rank {rank}: iterations 1 and 2 have {rl.per} and {end_r - s2} nodes")
+                why = check_periodic(out, rl)
+                if why is not None:
+                    raise _NotPeriodic(f"rank {rank}: {why}")
+                for n in out[end_r:]:
+                    for d in (*n.data_deps, *n.ctrl_deps):
+                        if start_r <= d < s1:
+                            raise _NotPeriodic(f"rank {rank}: node {n.id} after the loop depends on its iteration 0")
+                mult = lp.trips - rl.held
+                for n in out[s2:end_r]:
+                    c[NODE_TYPE_NAMES[n.type]] += mult
+                    if n.type == COMP:
+                        us_sum += mult * n.duration_micros
+                comm_ns += mult * sum(node_comm[s2:end_r])
+                rank_loops.append(rl)
         all_nodes.append(out)
+        all_loops.append(rank_loops)
         comm_totals.append(comm_ns)
         counts.append(c)
         compute_us.append(us_sum)
     groups = {gid: list(g) for g, gid in group_ids.items()}
-    return RankGraphs(all_nodes, groups, comm_totals, counts, compute_us)
+    return RankGraphs(all_nodes, groups, comm_totals, counts, compute_us, all_loops)
 
 
 # ---------------------------------------------------------------------------
@@ -943,7 +1163,20 @@ def export_module(
     `outputs`, a `costmodel.outputs.OutputSet`, when given: `ExportResult.staged` is
     then where it can be read until the run commits)."""
     _check_prefix(prefix)
-    template = build_template(module, granularity, decode=decode, diags=diags)
+    try:
+        template = build_template(module, granularity, decode=decode, diags=diags)
+        return _export(module, template, system, directory, prefix, granularity, diags, decode, comm_time,
+                       system_files, source, outputs, write)
+    except _NotPeriodic as why:
+        # iterations of a long loop are not copies of each other: unroll it (node limit applies)
+        template = build_template(module, granularity, decode=decode, diags=None, compact=False)
+        template.warnings.append(f"a long loop was unrolled: its iterations differ ({why})")
+        return _export(module, template, system, directory, prefix, granularity, diags, decode, comm_time,
+                       system_files, source, outputs, write)
+
+
+def _export(module, template, system, directory, prefix, granularity, diags, decode, comm_time, system_files,
+            source, outputs, write) -> ExportResult:
     devices = template.num_devices
     npus = getattr(system, "num_npus", None) if system is not None else None
     if npus is None:
@@ -966,22 +1199,41 @@ def export_module(
     if system_files is None:
         system_files = _system_texts(system)
     total_ns = summary_total_ns(module)
-    files: dict[str, bytes] = {}
+    files: dict = {}
     ranks_meta = []
-    for rank, nodes in enumerate(graphs.nodes):
+    if template.loops and write:
+        biggest = max(graphs.expanded_nodes(r) for r in range(num_ranks))
+        if biggest > MAX_WRITTEN_NODES_PER_RANK:
+            lp = max(template.loops, key=lambda x: x.trips * x.per)
+            raise InputError(
+                f"{lp.loc + ': ' if lp.loc else ''}this stablehlo.while runs {lp.trips:,} times with "
+                f"{lp.per:,} node(s) per iteration: the Chakra trace (Chakra has no loops) would have "
+                f"{biggest:,} nodes per rank, over the limit of {MAX_WRITTEN_NODES_PER_RANK:,} written; give "
+                "chakra=false to keep the costs and collective totals without a trace (`costmodel predict` "
+                "simulates such a loop in memory), or export the program with a smaller trip count"
+            )
+    from ..progress import progress
+
+    for rank, nodes in progress(
+        enumerate(graphs.nodes), total=num_ranks, desc="chakra: encoding", unit="rank"
+    ):
         meta = make_metadata({"generator": GENERATOR, "rank": rank, "num_ranks": num_ranks})
         name = f"{prefix}.{rank}.et"
-        files[name] = encode_trace(meta, nodes)
-        ranks_meta.append(
-            {
-                "rank": rank,
-                "file": name,
-                "nodes": len(nodes),
-                "node_counts": graphs.node_counts[rank],
-                "compute_duration_us": graphs.compute_us[rank],
-                "comm_time_ns": graphs.comm_time_ns[rank],
-            }
-        )
+        entry = {
+            "rank": rank,
+            "file": name,
+            "nodes": graphs.expanded_nodes(rank),
+            "node_counts": graphs.node_counts[rank],
+            "compute_duration_us": graphs.compute_us[rank],
+            "comm_time_ns": graphs.comm_time_ns[rank],
+        }
+        rank_loops = graphs.loops[rank] if graphs.loops else []
+        if rank_loops:
+            entry["loops"] = [lp.to_dict() for lp in rank_loops]
+            files[name] = _streamed_trace(meta, nodes, rank_loops, entry)
+        elif write:
+            files[name] = encode_trace(meta, nodes)
+        ranks_meta.append(entry)
     files[COMM_GROUP_FILE] = (json.dumps(graphs.comm_groups, indent=2) + "\n").encode()
     for name, text in system_files.items():
         files[name] = text.encode("utf-8")
@@ -1027,12 +1279,96 @@ def export_module(
         },
         "warnings": template.warnings,
     }
+    if template.loops:
+        manifest["loops"]["compact"] = [
+            {"loc": lp.loc, "trips": lp.trips, "template_nodes_per_iteration": lp.per} for lp in template.loops
+        ]
+        manifest["loops"]["with_communication"] = (
+            "unrolled by trip count (long loops streamed from three iterations; per_rank[].loops says where "
+            "their iterations are, for costmodel simulate)"
+        )
     manifest["written_files"] = sorted([*files, MANIFEST])
-    files[MANIFEST] = (json.dumps(manifest, indent=2) + "\n").encode()
+    # the manifest is written last: streamed traces fill in their byte offsets first
+    files[MANIFEST] = lambda fh: fh.write((json.dumps(manifest, indent=2) + "\n").encode())
     if not write:  # in-memory use (costmodel predict without --trace): simulate_graphs
         return ExportResult(abs_dir, num_ranks, manifest, template, graphs, staged=None)
     staged = write_trace_dir(directory, files, outputs)
     return ExportResult(abs_dir, num_ranks, manifest, template, graphs, staged=staged)
+
+
+def _streamed_trace(meta, nodes: list, rank_loops: list, entry: dict):
+    """A writer of one rank's full `.et` file from its compact graph: every iteration of
+    its compact loops, encoded one node at a time (memory stays that of the compact
+    graph). It records in `entry["loops"]` the byte range of the iterations that the
+    simulator may skip (4 .. trips - 1), so `costmodel simulate` reads them back compact."""
+
+    def write(fh) -> None:
+        from .io import encode_varint
+        from .loops import NodeEncoder, expand_ids, expanded_count
+
+        enc = NodeEncoder()
+        head = meta.SerializeToString()
+        fh.write(encode_varint(len(head)) + head)
+        pos = fh.tell()
+        loops = sorted(rank_loops, key=lambda lp: lp.start)
+        spans = {i: [None, None] for i in range(len(loops))}
+        # expanded id ranges of iterations 3 .. trips-1 of every loop
+        extra = 0
+        skip = []
+        for lp in loops:
+            lo = lp.end + extra  # the first iteration after the ones held
+            hi = lp.s2 + extra + (lp.trips - lp.head - 1) * lp.per  # the loop's end
+            skip.append((lo, hi))
+            extra += (lp.trips - lp.held) * lp.per
+        buf = []
+        size = 0
+        k = 0
+        from ..progress import progress
+
+        total = expanded_count(len(nodes), loops)
+        stream = progress(expand_ids(nodes, loops), total=total, desc=f"chakra: {entry['file']}", unit="node",
+                          min_total=100_000)
+        for node, new_id, dep, mult in stream:
+            while k < len(skip) and new_id >= skip[k][1]:
+                if spans[k][1] is None:
+                    spans[k][1] = pos + size
+                if spans[k][0] is None:  # no node on this rank in the skipped iterations
+                    spans[k][0] = spans[k][1]
+                k += 1
+            if k < len(skip) and new_id == skip[k][0] and spans[k][0] is None:
+                spans[k][0] = pos + size
+            tag = None
+            if mult and node.type in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE):
+                tag = _p2p_tag(nodes, node, rank_loops, mult)
+            data = enc.encode(node, new_id, dep, tag)
+            chunk = encode_varint(len(data)) + data
+            buf.append(chunk)
+            size += len(chunk)
+            if len(buf) >= 4096:
+                fh.write(b"".join(buf))
+                buf.clear()
+        fh.write(b"".join(buf))
+        end = pos + size
+        for i, lp in enumerate(loops):
+            lo, hi = spans[i]
+            d = entry["loops"][i]
+            d["skip_bytes"] = [lo if lo is not None else end, hi if hi is not None else end]
+        entry["file_bytes"] = end
+
+    return write
+
+
+def _p2p_tag(nodes: list, node, rank_loops: list, mult: int) -> int | None:
+    """tag(iteration 2) + mult x (tag(2) - tag(1)) for a p2p node of a loop's iteration 2."""
+    from .loops import _tag
+
+    for lp in rank_loops:
+        if lp.s2 <= node.id < lp.end:
+            t2, t1 = _tag(node), _tag(nodes[node.id - lp.per])
+            if t2 is None or t1 is None or t2 == t1:
+                return None
+            return t2 + mult * (t2 - t1)
+    return None
 
 
 def expand_path(path: str) -> str:
@@ -1119,8 +1455,11 @@ def run_from_pass(module: ir.Operation, system, options: dict, session) -> Expor
         if "idle" in w:
             session.messages.append(f"chakra: note: {w}")
     if options.get("simulate"):
-        from ..simulate import simulate_dir
+        from ..simulate import simulate_graphs
 
-        report = simulate_dir(result.staged or result.directory, system=system)
+        # The graphs just written are still in memory: simulate them as `costmodel
+        # simulate DIR` would read them back (tested equal), without the round trip.
+        report = simulate_graphs(result.graphs.nodes, result.graphs.comm_groups, system, loops=result.graphs.loops)
+        report.directory = result.directory
         session.messages.append("simulate: " + report.one_line())
     return result

@@ -38,6 +38,8 @@ def _run(args) -> int:
         result = run_astra_sim(args.directory, args.binary, timeout_s=args.timeout)
     except AstraSimError as err:
         raise CommandError(str(err)) from None
+    for w in result.warnings:
+        sys.stderr.write(f"costmodel: warning: {w}\n")
     ours = None
     if args.compare:
         from ..simulate import SimulationError, simulate_dir

@@ -18,7 +18,7 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print every kernel as JSON")
     p.add_argument("--hardware", help="annotate on this hardware (default: keep the file's annotation, else h100-sxm)")
     p.add_argument("--backend", help="cost backend when annotating (default roofline)")
-    p.add_argument("--fusion", help="kernel formation when annotating: xla-gpu, xla-tpu (default: by hardware)")
+    p.add_argument("--fusion", help="kernel formation when annotating: xla-gpu, xla-tpu, iree (default: by hardware)")
     p.set_defaults(func=_run)
 
 
@@ -38,7 +38,7 @@ def _kernels(args) -> int:
     if args.top < 1:
         raise CommandError(f"--top must be at least 1, got {args.top}")
     if args.fusion == "none":
-        raise CommandError("--fusion none forms no kernels; use xla-gpu or xla-tpu")
+        raise CommandError("--fusion none forms no kernels; use xla-gpu, xla-tpu or iree")
     try:
         data, source = read_input(args.file)
     except InputError as err:

@@ -25,7 +25,14 @@ def register(subparsers) -> None:
     p.add_argument(
         "--inline",
         action="store_true",
-        help="inline private functions before kernel formation, as XLA does (docs/kernels.md)",
+        default=True,
+        help="inline private functions before kernel formation, as XLA does (the default; docs/kernels.md)",
+    )
+    p.add_argument(
+        "--no-inline",
+        dest="inline",
+        action="store_false",
+        help="keep calls as kernel boundaries (as annotate-cost does by default)",
     )
     p.add_argument("--top", type=int, default=10, metavar="N", help="top kernels to list (default 10; 0: none)")
     p.add_argument("--json", action="store_true", help="print the JSON document (docs/predict.md) instead of the table")

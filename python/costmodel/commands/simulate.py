@@ -15,6 +15,11 @@ def register(subparsers) -> None:
     )
     p.add_argument("directory", help="trace directory written by extract-collectives / export-chakra")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="simulate every node of long loops too (default: a few iterations and the steady state, docs/simulator.md)",
+    )
     p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace (open it in ui.perfetto.dev)")
     p.add_argument(
         "--system",
@@ -39,7 +44,7 @@ def _run(args) -> int:
         except SpecError as err:
             raise CommandError(str(err)) from None
     try:
-        report = simulate_dir(args.directory, system=system, record=bool(args.trace))
+        report = simulate_dir(args.directory, system=system, record=bool(args.trace), full=args.full)
     except SimulationError as err:
         raise CommandError(str(err)) from None
     except CommModelError as err:  # a trace the system cannot price (e.g. a rank beyond it)

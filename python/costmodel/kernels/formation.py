@@ -1,6 +1,6 @@
 """Group the ops of one block into kernels, the way XLA's GPU/TPU fusion pipeline does.
 
-Rules (the why and the XLA sources are in docs/kernels.md):
+Rules (the why and the XLA sources are in docs/kernels.md), in XLA GPU's pass order:
 
 1. Classes. Every op has a class: `free` (bitcast-like: constant, reshape, tuple
    plumbing; alone it is no kernel), `elementwise`, `movement` (broadcast, transpose,
@@ -8,22 +8,22 @@ Rules (the why and the XLA sources are in docs/kernels.md):
    "input" fusion), `gemm` (dot), `conv`, `collective`, `opaque` (sort, scatter,
    custom_call ...: a kernel of its own) and `boundary` (while/case/call ...: not a
    kernel; their bodies are formed separately).
-2. Producer-consumer fusion, consumers first (XLA's instruction/priority fusion): a
-   fusible producer whose users are all in one kernel joins it when that kernel accepts
-   it (loop and input kernels take elementwise and movement producers; a reduction
-   takes an elementwise epilogue of its own output shape; dot kernels take a prologue of
-   converts/transposes/broadcasts (Triton GEMM fusion) and, on GPU, a small bias/ReLU
-   epilogue (cuBLASLt); convolutions are cuDNN calls that fuse nothing on GPU).
-   An expensive producer (transcendental, divide, power) is not fused into a consumer
-   that reuses its elements (a broadcast), as XLA avoids duplicated work.
-3. Cheap producers with several consumers (broadcast, iota, constant, reshape: no
-   flops) are duplicated into every consumer kernel that accepts them.
-4. Multi-output fusion: a fusible producer with users in several kernels joins the first
-   of them when that creates no cycle; its result is then an extra kernel output.
-5. Sibling multi-output fusion: kernels that read the same value and iterate over the
-   same shape (two reductions of one tensor: batch-norm statistics) become one kernel.
-6. Tree reductions (GPU): a reduction whose reduced extent exceeds XLA's race-free
-   bound (rows: 16384 elements, columns: 4096) runs as two kernels.
+2. Legality (PriorityFusion's CanFuse): loop and input kernels take elementwise,
+   movement and bitcast producers; no reduce into a reduce; a reduction takes an
+   epilogue of its own output shape, never a broadcast back; an expensive producer does
+   not go into a consumer that reuses its elements; at most 96 operands and outputs.
+3. Priority fusion: a producer goes into all its consumers (copied when there are
+   several) or into none, most profitable first, when XLA's priority (time unfused -
+   time fused, here in bytes of memory-bound kernels plus one launch) is >= 0.
+4. GEMM/convolution: dots take a Triton prologue and a small cuBLASLt epilogue; cuDNN
+   convolutions fuse nothing on GPU; on TPU both take elementwise producers/consumers.
+5. Sibling multi-output fusion: the loop/reduction kernels that read one (non-scalar)
+   value and iterate over the same shape merge (at most 8 reductions), without cycles.
+6. Producer-consumer multi-output fusion: a loop kernel read by several kernels joins
+   one of the same shape when that closes no cycle; its result is an extra output.
+7. Tree reductions (GPU): a reduction past XLA's race-free bound (rows: 16384 elements,
+   columns: 4096) runs as two kernels; each split reduction is one more launch.
+8. select_and_scatter (GPU) is expanded as XLA does: four launches.
 
 `policy` is "xla-gpu", "xla-tpu", "given" (a module already compiled by XLA: every
 `mhlo.fusion`, convolution, copy and collective is one kernel, nothing is re-fused) or
@@ -115,10 +115,10 @@ GEMM_OPS = frozenset({"stablehlo.dot_general", "stablehlo.dot", "stablehlo.einsu
 CONV_OPS = frozenset({"stablehlo.convolution", "stablehlo.dynamic_conv"})
 # Region ops the engine recurses into: kernel boundaries, their bodies formed apart.
 REGION_BOUNDARY_OPS = REGION_OPS
-# Zero-flop producers that XLA duplicates into every consumer fusion.
-DUPLICABLE_OPS = frozenset(
-    {"stablehlo.constant", "stablehlo.iota", "stablehlo.broadcast_in_dim", "stablehlo.broadcast", "stablehlo.reshape", "mhlo.bitcast"}
-)
+# Bitcast-like ops that fuse into any loop/input kernel (XLA fuses bitcasts first).
+FUSIBLE_FREE_OPS = frozenset({"stablehlo.reshape", "mhlo.bitcast"})
+# In-place ops (HloDataflowAnalysis::GetInPlaceInputOutputPairs): no multi-output producer.
+IN_PLACE_OPS = frozenset({"stablehlo.dynamic_update_slice", "stablehlo.scatter"})
 # Ops that read an operand element more than once (fusing an expensive producer into
 # them would recompute it).
 REUSING_OPS = frozenset(
@@ -142,11 +142,21 @@ GEMM_EPILOGUE_OPS = frozenset(
     }
 )
 MAX_EPILOGUE_OPS = 4
-# Blocks up to this size get ancestry bitsets for the cycle checks of multi-output and
+# Blocks with up to this many kernels after priority fusion get kernel ancestry bitsets for
+# the cycle checks of multi-output fusion (they grow as k^2 bits); larger ones walk back
+# through operands instead (conservative past a step limit). Formerly nodes: see below.
 # sibling fusion (they grow as n^2 bits); larger blocks walk back through operands.
 MAX_ANCESTRY_NODES = 40000
 # XLA GPU: kMaxOperandsAndOutputsPerFusion (instruction_fusion / gpu_fusible.h).
 MAX_FUSION_PARAMS = 96
+# XLA GPU gpu_fusible.cc: kMaxUnnestedReductionOutputsPerFusion.
+MAX_UNNESTED_REDUCTIONS = 8
+# XLA GPU's kKernelLaunchOverhead (gpu_performance_model_base.h: 1 us), the launch a fusion
+# saves, in bytes of memory traffic at 1,555 GB/s (A100-40GB HBM2, datasheet), so that
+# kernel formation stays independent of the hardware that costs it.
+LAUNCH_OVERHEAD_BYTES = 1555 * 1000
+# Multi-output merges are replayed lazily on the kernels they concern in runs of this many.
+EVENT_CHUNK = 32
 # XLA GPU ReductionDimensionRaceFreeBound: rows MinThreadsXRowReduction(1024) x 16,
 # columns WarpSize(32) x 128; batched row reductions: BatchedReductionRaceFreeBound = 8.
 ROW_REDUCTION_BOUND = 1024 * 16
@@ -225,6 +235,7 @@ class Kernel:
     node_ids: list = field(default_factory=list)  # indices of the ops in the formed block
     duplicated_ids: list = field(default_factory=list)
     given: bool = False  # formed by the compiler that produced the input (mhlo.fusion)
+    attrs: dict = field(default_factory=dict)  # extra facts for costmodel.kernel_cost (str/int)
 
     @property
     def bytes_accessed(self) -> int:
@@ -277,19 +288,32 @@ class _Groups:
     def __init__(self, n: int):
         self.parent = list(range(n))
         self.kind: list = [None] * n
-        self.out_elems = [0] * n
+        self.out_elems = [0] * n  # elements of the root's first result (a loop kernel's loop shape)
         self.size = [1] * n
         self.max_index = list(range(n))
         self.has_reduce = [False] * n
+        self.nred = [0] * n  # reductions in the kernel (XLA: unnested reduction outputs)
         self.epilogue_ops = [0] * n
+        self.multi = [False] * n  # a multi-output fusion (sibling or producer-consumer MOF)
+        self.expensive = [False] * n  # holds an expensive op (XLA IsExpensive)
+        self.reuses = [False] * n  # holds an op that reads operand elements several times
+        self.computes = [False] * n  # holds an op that is no bitcast/constant (a kernel)
+        self.nopnd = [0] * n  # operands of its ops: an upper bound of the kernel's operands
+        self.no_mof = [False] * n  # holds an in-place or transposing op: no MOF producer
+        self.inline: set = set()  # splat / scalar constants: folded into kernels, never read
         self.members: dict[int, list[int]] = {i: [i] for i in range(n)}
+        self.dups: dict[int, set] = {}  # cheap producers copied into the group (priority fusion)
         self.hero: list = [None] * n  # the reduce node of an input kernel
-        # ancestry as Python-int bitsets (set by form_kernels for blocks up to
-        # MAX_ANCESTRY_NODES ops): anc[g] = every op some member of g depends on, itself
-        # included; mask[g] = the members. None: no cycle checks, no multi-output fusion.
-        self.anc: list | None = None
-        self.mask: list | None = None
+        # kernel ancestry (multi-output fusion): Python-int bitsets over the kernels left
+        # by priority fusion, indexed by group; anc[g] = every kernel g depends on through
+        # any chain of kernels, itself included; mask[g] = its own bit(s). None: cycle
+        # checks walk back through operands instead.
+        self.anc: dict | None = None
+        self.mask: dict | None = None
         self.operand_nodes: list = []
+        self.ext: dict = {}  # gid -> {value key: (producer, bytes)} read from outside (cached)
+        self.opfacts: dict = {}  # node -> [(value key, producer node or None, bytes)] per operand
+        self.resbytes: dict = {}  # node -> bytes of its results
 
     def find(self, i: int) -> int:
         p = self.parent
@@ -307,16 +331,35 @@ class _Groups:
             return g
         self.parent[gi] = g
         self.members[g].extend(self.members.pop(gi))
-        if self.anc is not None:
-            self.anc[g] |= self.anc[gi]
-            self.mask[g] |= self.mask[gi]
+        d = self.dups.pop(gi, None)
+        if d:
+            self.dups.setdefault(g, set()).update(d)
+        if self.anc is not None and gi in self.anc:
+            self.anc[g] |= self.anc.pop(gi)
+            self.mask[g] |= self.mask.pop(gi)
         self.kind[g] = kind
         self.size[g] += self.size[gi]
+        self.nopnd[g] += self.nopnd[gi]
+        self.nred[g] += self.nred[gi]
         self.max_index[g] = max(self.max_index[g], self.max_index[gi])
         self.has_reduce[g] = self.has_reduce[g] or self.has_reduce[gi]
+        self.multi[g] = self.multi[g] or self.multi[gi]
+        self.expensive[g] = self.expensive[g] or self.expensive[gi]
+        self.reuses[g] = self.reuses[g] or self.reuses[gi]
+        self.computes[g] = self.computes[g] or self.computes[gi]
+        self.no_mof[g] = self.no_mof[g] or self.no_mof[gi]
         if self.hero[g] is None:
             self.hero[g] = self.hero[gi]
+        self.ext.pop(g, None)
+        self.ext.pop(gi, None)
         return g
+
+    def add_dup(self, g: int, i: int) -> None:
+        self.dups.setdefault(g, set()).add(i)
+        self.size[g] += 1
+        self.nopnd[g] += len(self.operand_nodes[i])
+        self.reuses[g] = self.reuses[g] or self.reuses[i]
+        self.ext.pop(g, None)
 
 
 def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
@@ -326,76 +369,106 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
         return []
     # NB: an ir.Operation's hash changes when its attributes change; this map is only
     # used before any attribute is written.
-    index = {}
-    for i, nd in enumerate(nodes):
-        index[nd.op] = i
+    index = {nd.op: i for i, nd in enumerate(nodes)}
     users: list[list[int]] = [[] for _ in range(n)]
     external_use = [False] * n
     operand_nodes: list[list] = [None] * n  # per operand: node index or None (block argument / outer value)
+    outer_users: dict = {}  # values defined outside the block -> the nodes reading them
+    g = _Groups(n)
+    nres = [1] * n
+    opfacts = g.opfacts
     for j, nd in enumerate(nodes):
+        op = nd.op
+        name = nd.name
+        cls = nd.cls
+        results = op.results
+        nres[j] = len(results)
         ops_j = []
-        for v in nd.op.operands:
-            owner = _owner_op(v)
+        facts = []
+        boundary = cls == BOUNDARY or name in TERMINATORS
+        for v in op.operands:
+            owner = v.owner
+            owner = getattr(owner, "operation", owner)
             i = index.get(owner) if owner is not None else None
             ops_j.append(i)
             if i is not None:
-                if nodes[j].cls == BOUNDARY or nodes[j].name in TERMINATORS:
+                facts.append((i if nres[i] == 1 else (i, _result_number(v)), i, type_info(v.type).nbytes))
+                if boundary:
                     external_use[i] = True
                 else:
                     users[i].append(j)
+            else:
+                facts.append((v, None, type_info(v.type).nbytes))
+                if not boundary:
+                    outer_users.setdefault(v, []).append(j)
         operand_nodes[j] = ops_j
-        if nd.cls == BOUNDARY or (nd.op.regions and nd.cls != REDUCE and policy != "given"):
+        opfacts[j] = facts
+        g.nopnd[j] = len(ops_j)
+        if cls == BOUNDARY or (op.regions and cls != REDUCE and policy != "given"):
             # values of this block captured inside nested regions (case branches ...)
-            _mark_captured(nd.op, index, external_use)
-
-    g = _Groups(n)
-    for i, nd in enumerate(nodes):
-        g.kind[i] = _initial_kind(nd, policy)
-        if nd.op.results:
-            g.out_elems[i] = _elems(nd.op.results[0]) if type_info(nd.op.results[0].type).is_tensor else 0
-        g.has_reduce[i] = nd.cls == REDUCE
-        if nd.cls == REDUCE:
-            g.hero[i] = i
+            _mark_captured(op, index, external_use)
+        # per-node facts of the groups
+        g.kind[j] = _initial_kind(nd, policy)
+        if results:
+            r0 = type_info(results[0].type)
+            g.out_elems[j] = r0.num_elements if r0.is_tensor else 0
+        if cls == REDUCE:
+            g.has_reduce[j] = True
+            g.hero[j] = j
+            g.nred[j] = 1
+        elif name in EXPENSIVE_OPS:
+            g.expensive[j] = True
+        if name in REUSING_OPS:
+            g.reuses[j] = True
+        if cls != FREE:
+            g.computes[j] = True
+        if name in IN_PLACE_OPS or name == "stablehlo.transpose":
+            g.no_mof[j] = True
+        if name == "stablehlo.constant" and _splat_or_scalar_constant(op):
+            g.inline.add(j)
 
     g.operand_nodes = operand_nodes
-    if n <= MAX_ANCESTRY_NODES and policy not in ("given", "none"):
-        anc = [0] * n
-        for j in range(n):
-            a = 1 << j
-            for i in operand_nodes[j]:
-                if i is not None:
-                    a |= anc[i]
-            anc[j] = a
-        g.anc = anc
-        g.mask = [1 << j for j in range(n)]
-    duplicated: list[tuple[int, int]] = []  # (group at the time, duplicated node)
     absorbed = [False] * n
     if policy not in ("given", "none"):
-        _producer_consumer(nodes, g, users, external_use, duplicated, absorbed, policy)
-        _sibling_fusion(nodes, g, users, operand_nodes, policy)
+        st = _Formation(nodes, g, users, operand_nodes, external_use, absorbed, policy)
+        st.priority_fusion()
+        st.multi_output_fusion(outer_users)
+        for dead in st.redirect:
+            g.kind[dead] = None
 
-    members = {gid: sorted(ms) for gid, ms in g.members.items()}
-    dups_of: dict[int, list[int]] = {}  # groups merged after a copy was made keep it
-    for gid, i in duplicated:
-        lst = dups_of.setdefault(g.find(gid), [])
-        if i not in lst:
-            lst.append(i)
+    roots = [
+        gid
+        for gid, ms in g.members.items()
+        # a kernel: not a boundary/terminator, not only bitcasts and constants, not a
+        # producer copied into all its consumers
+        if g.kind[gid] is not None and g.computes[gid] and not (len(ms) == 1 and absorbed[ms[0]])
+    ]
     kernels = []
-    for root_g in sorted(members, key=lambda r: max(members[r])):
-        idx = members[root_g]
+    for root_g in sorted(roots, key=g.max_index.__getitem__):
+        idx = sorted(g.members[root_g])
         kind = g.kind[root_g]
-        if kind is None:
-            continue  # boundary / terminators / not costable
-        if all(nodes[i].cls == FREE for i in idx):
-            continue  # bitcasts and constants: no kernel
-        if len(idx) == 1 and absorbed[idx[0]]:
-            continue  # a cheap producer copied into all its consumers
         if any(nodes[i].cost is None for i in idx):
             idx = [i for i in idx if nodes[i].cost is not None]
             if not idx:
                 continue
-        dups = sorted(d for d in dups_of.get(root_g, []) if d not in idx)
+        dups = sorted(d for d in g.dups.get(root_g, ()) if d not in idx)
         kernels.append(_make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, policy))
+    # An op copied into several kernels belongs to the first (it carries that kernel's id);
+    # in the others its work is recomputed: counted in their flops, and said so.
+    owned: set = set()
+    for k in kernels:
+        rf = rt = 0
+        for d in k.duplicated_ids:
+            if d in owned:
+                c = nodes[d].cost
+                if c is not None:
+                    rf += c.flops
+                    rt += c.transcendentals
+            else:
+                owned.add(d)
+        if rf or rt:
+            k.attrs["recomputed_flops"] = rf
+            k.attrs["recomputed_transcendentals"] = rt
     return kernels
 
 
@@ -439,45 +512,624 @@ def _initial_kind(nd: Node, policy: str) -> str | None:
     return "custom"
 
 
-def _accepts(nodes, g: _Groups, gid: int, i: int, policy: str, users) -> bool:
-    """May producer node i join kernel gid (all or some of its users are there)?"""
-    kind = g.kind[gid]
-    nd = nodes[i]
+def _fusible_producer(nd: Node) -> bool:
+    """XLA's IsFusible/IsLoopFusibleAsProducer: elementwise and data-movement ops, a
+    reduction (into its own epilogue), dots/convolutions (into an epilogue), bitcasts.
+    Constants are left out: XLA fuses small ones at the very end (their bytes are inline
+    here anyway: a splat or scalar constant is never read) and never larger ones (a
+    buffer every kernel reads)."""
     c = nd.cls
-    if kind is None or nd.cost is None:
-        return False
-    if g.size[gid] >= MAX_FUSION_PARAMS * 4:
-        return False
-    if kind in ("collective", "custom", "fusion"):
-        return False
-    if kind == "gemm":
-        if policy == "xla-tpu":
-            return c in (FREE, ELEMENTWISE, MOVEMENT)
-        return nd.name in GEMM_PROLOGUE_OPS
-    if kind == "conv":
-        if policy == "xla-tpu":
-            return c in (FREE, ELEMENTWISE, MOVEMENT)
-        return c == FREE
-    # loop / input kernels
-    if c in (FREE, ELEMENTWISE, MOVEMENT):
-        if nd.name in EXPENSIVE_OPS:
-            for u in users[i]:
-                if g.find(u) == gid and nodes[u].name in REUSING_OPS:
-                    return False
+    if c in (ELEMENTWISE, MOVEMENT, REDUCE, GEMM, CONV):
         return True
-    if c == REDUCE:
-        # reduction epilogue fusion: elementwise consumers of the reduce's own shape
-        return not g.has_reduce[gid] and g.out_elems[gid] == _elems(nd.op.results[0]) and kind == "loop"
-    if c in (GEMM, CONV):
-        out = _elems(nd.op.results[0])
-        if kind != "loop" or g.out_elems[gid] != out or g.has_reduce[gid]:
+    return c == FREE and nd.name in FUSIBLE_FREE_OPS
+
+
+class _Formation:
+    """XLA GPU's fusion passes over one block, in their order: priority fusion (a
+    producer fused into all its consumers, copied when there are several, or into none,
+    the most profitable producer first), then multi-output fusion (siblings, then
+    producer-consumer)."""
+
+    def __init__(self, nodes, g, users, operand_nodes, external_use, absorbed, policy):
+        self.nodes = nodes
+        self.g = g
+        self.users = users
+        self.operand_nodes = operand_nodes
+        self.external_use = external_use
+        self.absorbed = absorbed  # node -> copied into other kernels, no kernel of its own
+        self.policy = policy
+        self.homes: dict[int, list] = {}  # absorbed node -> the groups holding its copies
+        self.redirect: dict[int, list] = {}  # dead group -> the groups it was copied into
+        self.root = list(range(len(nodes)))  # group -> its sink node (the op whose result leaves)
+        self._res_bytes: dict[int, int] = {}
+        self._in_keys: dict[int, list] = {}
+        self._reduce_keys: dict[int, tuple] = {}
+
+    # -- value facts -------------------------------------------------------------------
+    def res_bytes(self, i: int) -> int:
+        return _result_bytes(self.nodes, self.g, i)
+
+    def in_keys(self, i: int) -> list:
+        """(key, producer node or None, bytes) of the distinct values node i reads
+        (inline constants left out); key: the producer node, or the value itself."""
+        ks = self._in_keys.get(i)
+        if ks is None:
+            ks, seen = [], set()
+            inline = self.g.inline
+            for key, src, b in _operand_facts(self.nodes, self.operand_nodes, self.g, i):
+                if (src is not None and src in inline) or key in seen:
+                    continue
+                seen.add(key)
+                ks.append((key, src, b))
+            self._in_keys[i] = ks
+        return ks
+
+    def ext(self, gid: int) -> dict:
+        """Values kernel gid reads from outside: key -> (producer node or None, bytes)."""
+        g = self.g
+        e = g.ext.get(gid)
+        if e is None:
+            inside = set(g.members[gid])
+            inside.update(g.dups.get(gid, ()))
+            e = {}
+            for i in inside:
+                for key, src, b in self.in_keys(i):
+                    if src is not None and src in inside:
+                        continue
+                    e[key] = (src, b)
+            g.ext[gid] = e
+        return e
+
+    def ext_bytes(self, gid: int) -> int:
+        return sum(b for _, b in self.ext(gid).values())
+
+    def absorbed_users(self, i: int) -> bool:
+        absorbed = self.absorbed
+        return any(absorbed[u] for u in self.users[i])
+
+    def resolve(self, hs) -> list:
+        """Live groups behind group ids (a dead group: the groups it was copied into)."""
+        g = self.g
+        out = {}
+        stack = list(hs)
+        while stack:
+            h = g.find(stack.pop())
+            r = self.redirect.get(h)
+            if r is not None:
+                stack.extend(r)
+            else:
+                out[h] = None
+        return list(out)
+
+    def consumer_groups(self, i: int) -> list:
+        """The kernels that read node i: its users' groups, or, for a user copied into
+        several kernels, each of those."""
+        find = self.g.find
+        absorbed = self.absorbed
+        out = {}  # insertion-ordered set
+        for u in self.users[i]:
+            if absorbed[u]:
+                for h in self.resolve(self.homes[u]):
+                    out[h] = None
+            else:
+                out[find(u)] = None
+        return list(out)
+
+    def users_in(self, i: int, gid: int) -> list:
+        g = self.g
+        d = g.dups.get(gid, ())
+        return [u for u in self.users[i] if (u in d) or (not self.absorbed[u] and g.find(u) == gid)]
+
+    # -- priority fusion ------------------------------------------------------------------
+    def producer_ok(self, pg: int) -> bool:
+        """XLA IsFusible(producer): loop and reduction fusions (kCustom ones are not:
+        GEMM/convolution library calls fuse only through their own rewriters, below);
+        not a value the block returns or hands to a region op."""
+        g = self.g
+        if g.kind[pg] is None or pg in self.redirect:
             return False
-        if policy == "xla-tpu":
+        r = self.root[pg]
+        if self.external_use[r] or not self.users[r]:
+            return False
+        nd = self.nodes[r]
+        if nd.cost is None:
+            return False
+        if g.size[pg] == 1:
+            return _fusible_producer(nd)
+        return g.kind[pg] in ("loop", "input") or (g.kind[pg] == "gemm" and self.policy == "xla-tpu")
+
+    def accepts(self, cg: int, pg: int) -> bool:
+        """May producer kernel pg be fused into consumer kernel cg (XLA: CanFuse)?"""
+        return self.legal(cg, pg) and self.within_budget(cg, pg, self.root[pg])
+
+    def legal(self, cg: int, pg: int) -> bool:
+        """CanFuse's rules other than the operand budget."""
+        g, nodes, policy = self.g, self.nodes, self.policy
+        kind = g.kind[cg]
+        if kind is None:
+            return False
+        if g.size[cg] + g.size[pg] > MAX_FUSION_PARAMS * 4:  # FusionFitsInBudget (a proxy on op count)
+            return False
+        if kind in ("collective", "custom", "fusion"):
+            return False
+        r = self.root[pg]
+        nd = nodes[r]
+        c = nd.cls
+        single = g.size[pg] == 1
+        if kind == "gemm":
+            if policy == "xla-tpu":
+                return g.kind[pg] == "loop"
+            return single and nd.name in GEMM_PROLOGUE_OPS  # Triton GEMM prologue
+        if kind == "conv":
+            if policy == "xla-tpu":
+                return g.kind[pg] == "loop"
+            return single and c == FREE
+        # loop / input kernels
+        croot = self.root[cg]
+        if nodes[croot].cls == FREE and g.size[cg] == 1:
+            return False  # "not fusing into a single bitcast as consumer"
+        pkind = g.kind[pg]
+        if pkind in ("gemm", "conv"):
+            out = g.out_elems[pg]
+            if kind != "loop" or g.out_elems[cg] != out or g.has_reduce[cg] or g.size[pg] != 1:
+                return False
+            if policy == "xla-tpu":
+                return True
+            if pkind == "conv":
+                return False  # cuDNN: the conv kernel is a library call (no epilogue in training graphs)
+            # cuBLASLt epilogue: bias add / scale / ReLU / output convert of the dot's shape
+            return g.epilogue_ops[cg] == 0 and g.size[cg] <= MAX_EPILOGUE_OPS and _all_in(nodes, g, cg, GEMM_EPILOGUE_OPS)
+        if g.has_reduce[pg]:
+            # "both the producer and the consumer contain a reduce"; and "fusion into output
+            # of a reduce fusion would create a loop fusion": the consumer must work on the
+            # reduction's result shape, not broadcast it back
+            return kind == "loop" and not g.has_reduce[cg] and g.out_elems[cg] == g.out_elems[pg]
+        if pkind != "loop":
+            return False
+        if g.expensive[pg] and g.reuses[cg]:
+            for u in self.users_in(r, cg):
+                if nodes[u].name in REUSING_OPS:
+                    return False  # the producer is expensive, and the consumer reuses its elements
+        return True
+
+    def benefit(self, pg: int, cons: list) -> float:
+        """XLA's priority of a producer: time_unfused - time_fused
+        (GpuPerformanceModel::EstimateRunTimesForPriorityFusion), in bytes of memory-bound
+        kernels: unfused, the producer reads its inputs and writes its result, which
+        every consumer reads; fused, every consumer reads the producer's inputs it does
+        not read already; one launch fewer."""
+        e = self.ext(pg)
+        in_b = sum(b for _, b in e.values())
+        out_b = self.res_bytes(self.root[pg])
+        gain = LAUNCH_OVERHEAD_BYTES + in_b + out_b
+        for cg in cons:
+            ec = self.ext(cg)
+            gain += out_b - sum(b for k, (_, b) in e.items() if k not in ec)
+        return gain
+
+    def candidate(self, pg: int):
+        """(consumers, benefit) when producer kernel pg may fuse into all its consumers
+        with a benefit >= 0, else None."""
+        if not self.producer_ok(pg):
+            return None
+        cons = self.consumer_groups(self.root[pg])
+        if not cons or pg in cons:
+            return None
+        if not all(self.accepts(cg, pg) for cg in cons):
+            return None  # "Don't fuse if we can't fuse in all users"
+        if self.g.size[pg] == 1 and self.nodes[pg].cls == FREE:
+            return cons, float("inf")  # "Bitcasts should always be fused first"
+        b = self.benefit(pg, cons)
+        return (cons, b) if b >= 0 else None
+
+    def fuse(self, pg: int, cons: list, track: bool = True) -> list:
+        """Fuse producer kernel pg into its consumer kernels; returns the kernels whose
+        priority changes (track=False: none are computed). Cached external inputs of the
+        consumers are updated, not dropped (track: computed if missing)."""
+        g = self.g
+        r = self.root[pg]
+        affected = []
+        pe = None
+
+        def grown(ce: dict | None):
+            nonlocal pe
+            if ce is None:
+                return None
+            if pe is None:
+                pe = self.ext(pg)
+            ne = {k: v for k, v in ce.items() if not (k == r or (isinstance(k, tuple) and k[0] == r))}
+            ne.update(pe)
+            return ne
+
+        if len(cons) == 1:
+            cg = cons[0]
+            ce = self.ext(cg) if track else g.ext.get(cg)
+            ne = grown(ce)
+            kind = g.kind[cg]
+            if g.has_reduce[pg]:
+                kind = "input"
+            elif g.kind[pg] in ("gemm", "conv"):
+                kind = g.kind[pg]
+                g.epilogue_ops[cg] = g.size[cg]
+            g.merge_into(cg, pg, kind)
+            if ne is not None:
+                g.ext[cg] = ne
+            affected.append(cg)
+        else:
+            ms = list(g.members[pg])
+            ds = list(g.dups.get(pg, ()))
+            for cg in cons:
+                ce = self.ext(cg) if track else g.ext.get(cg)
+                ne = grown(ce)
+                for m in ms:
+                    g.add_dup(cg, m)
+                for d in ds:
+                    g.add_dup(cg, d)
+                if ne is not None:
+                    g.ext[cg] = ne
+                affected.append(cg)
+            for m in ms:
+                self.absorbed[m] = True
+                self.homes[m] = list(cons)
+            self.redirect[pg] = list(cons)
+            g.ext.pop(pg, None)
+        if not track:
+            return []
+        # the producers of the grown kernels see a changed consumer (those read by this
+        # kernel only were settled by single_consumer_fusion: growth does not make them legal)
+        users, root = self.users, self.root
+        for cg in list(affected):
+            for src, _b in self.ext(cg).values():
+                if src is not None and not self.absorbed[src] and len(users[src]) > 1:
+                    h = g.find(src)
+                    if h not in affected and root[h] == src:
+                        affected.append(h)
+        return affected
+
+    def within_budget(self, a: int, b: int, producer: int | None = None) -> bool:
+        """FusionFitsInBudget: the fused kernel's distinct operands plus its outputs (two
+        here, as XLA's first estimate) at most MaxOperandsAndOutputsPerFusion (96); a
+        producer's result is no operand of the kernel it is fused into."""
+        g = self.g
+        if g.nopnd[a] + g.nopnd[b] + 2 <= MAX_FUSION_PARAMS:
+            return True  # even if no two ops read the same value
+        ea, eb = self.ext(a), self.ext(b)
+        if len(ea) + len(eb) + 2 <= MAX_FUSION_PARAMS:
             return True
-        if c == CONV:
-            return False  # cuDNN: the conv kernel is a library call (no epilogue in training graphs)
-        return g.epilogue_ops[gid] == 0 and g.size[gid] <= MAX_EPILOGUE_OPS and _all_in(nodes, g, gid, GEMM_EPILOGUE_OPS)
-    return False
+        keys = set(ea)
+        keys.update(eb)
+        if producer is not None:
+            keys = {k for k in keys if not (k == producer or (isinstance(k, tuple) and k[0] == producer))}
+        return len(keys) + 2 <= MAX_FUSION_PARAMS
+
+    def single_consumer_fusion(self) -> None:
+        """A first sweep, consumers before producers, of the fusions whose priority is
+        positive whatever else is fused (a fast path of the priority queue): a producer
+        read by one kernel (a launch plus twice its result bytes at least), and one read
+        by several that gains even if none of them reads any of its inputs already
+        (launch + inputs + result + n x (result - inputs) >= 0: broadcasts, widening
+        converts, bitcasts ...). XLA fuses every legal one of them."""
+        g, nodes, users = self.g, self.nodes, self.users
+        external_use = self.external_use
+        for i in range(len(nodes) - 1, -1, -1):
+            if not users[i] or external_use[i]:
+                continue
+            nd = nodes[i]
+            if nd.cost is None or not _fusible_producer(nd):
+                continue
+            pg = g.find(i)
+            if pg != i:
+                continue
+            cons = self.consumer_groups(i)
+            if not cons or pg in cons:
+                continue
+            if len(cons) == 1:
+                if self.accepts(cons[0], pg):
+                    self.fuse(pg, cons, track=False)
+                continue
+            if nd.cls != FREE:
+                in_b = sum(b for _k, _s, b in self.in_keys(i))
+                out_b = self.res_bytes(i)
+                if LAUNCH_OVERHEAD_BYTES + in_b + out_b + len(cons) * (out_b - in_b) < 0:
+                    continue  # for the priority queue
+            if all(self.accepts(cg, pg) for cg in cons):
+                self.fuse(pg, cons, track=False)
+
+    def priority_fusion(self) -> None:
+        import heapq
+
+        self.single_consumer_fusion()
+        g = self.g
+        n = len(self.nodes)
+        version = [0] * n
+        heap = []
+
+        # Lazy priorities: a kernel is queued with an upper bound of its benefit (all its
+        # consumers reading nothing new); popped, its exact benefit is computed, and it is
+        # fused when that still beats the best bound left, else requeued with it. The
+        # order is then XLA's (the most profitable producer first), at a fraction of the
+        # evaluations.
+        inf = float("inf")
+
+        def push(pg: int) -> None:
+            version[pg] += 1
+            if not self.producer_ok(pg):
+                return
+            r = self.root[pg]
+            if g.size[pg] == 1 and self.nodes[r].cls == FREE:
+                bound = inf
+            else:
+                n_cons = len(self.consumer_groups(r))
+                if n_cons < 2 and not self.absorbed_users(r):
+                    return  # one consumer: settled by single_consumer_fusion
+                bound = LAUNCH_OVERHEAD_BYTES + self.ext_bytes(pg) + (n_cons + 1) * self.res_bytes(r)
+            heapq.heappush(heap, (-bound, -pg, version[pg], pg, False))
+
+        for i in range(n - 1, -1, -1):
+            if g.find(i) == i and len(self.users[self.root[i]]) > 1:
+                push(i)
+        while heap:
+            negb, _, ver, pg, exact = heapq.heappop(heap)
+            if ver != version[pg] or g.find(pg) != pg or pg in self.redirect:
+                continue
+            c = self.candidate(pg)
+            if c is None:
+                continue
+            cons, b = c
+            if not exact and heap and b < -heap[0][0]:
+                version[pg] += 1
+                heapq.heappush(heap, (-b, -pg, version[pg], pg, True))
+                continue
+            for a in self.fuse(pg, cons):
+                a = g.find(a)
+                if a not in self.redirect:
+                    push(a)
+
+    # -- multi-output fusion ------------------------------------------------------------
+    def loop_shape(self, gid: int):
+        """(elements of the iteration space, reduction key or None): a reduction kernel
+        iterates over its hero's input, a loop kernel over its root's result."""
+        g = self.g
+        h = g.hero[gid]
+        if h is not None:
+            key = self._reduce_keys.get(h)
+            if key is None:
+                nd = self.nodes[h]
+                key = self._reduce_keys[h] = (_elems(nd.op.operands[0]), _reduce_key(nd))
+            return key
+        return g.out_elems[gid], None
+
+    def compatible(self, a: int, b: int) -> bool:
+        """ShapesCompatibleForMultiOutputFusion: one common parallel loop; two reductions
+        need the same input shape and reduced dimensions."""
+        ea, ra = self.loop_shape(a)
+        eb, rb = self.loop_shape(b)
+        if ea != eb:
+            return False
+        if ra is not None and rb is not None:
+            return ra == rb
+        return True
+
+    def mof_root(self, gid: int) -> bool:
+        """IsFusibleAsMultiOutputFusionRoot: reduction and loop fusions."""
+        g = self.g
+        if g.kind[gid] not in ("loop", "input") or gid in self.redirect:
+            return False
+        return g.computes[gid]
+
+    def fits(self, a: int, b: int) -> bool:
+        """FusionFitsInBudget: at most 8 unnested reductions, and the operand budget."""
+        g = self.g
+        return (
+            g.nred[a] + g.nred[b] <= MAX_UNNESTED_REDUCTIONS
+            and g.size[a] + g.size[b] <= MAX_FUSION_PARAMS * 4
+            and self.within_budget(a, b)
+        )
+
+    def depends(self, dst: int, src: int) -> bool:
+        """Does kernel dst depend on kernel src (through any chain of kernels)?"""
+        g = self.g
+        if g.anc is None:
+            return _depends(g.members[dst], g.members[src], g)
+        if dst not in g.anc or src not in g.mask:
+            return False  # not a kernel (bitcasts, constants): nothing depends through it
+        m = g.mask[src]
+        if g.anc[dst] & m:
+            return True  # a stale ancestry is a subset of the true one
+        self.sync(dst)
+        return bool(g.anc[dst] & m)
+
+    def sync(self, x: int) -> None:
+        """Bring kernel x's ancestry up to date with the multi-output merges made since it
+        was last used: a kernel that depended on either side of a merge depends on all
+        the merged kernel depended on then (exact, and lazy: only kernels whose ancestry
+        is asked for pay for it). Events come in chunks with the union of their masks, so
+        that a run of merges x does not depend on is skipped in one test."""
+        events = self.events
+        k = self.synced.get(x, 0)
+        n = len(events)
+        if k == n:
+            return
+        anc = self.g.anc
+        a = anc[x]
+        chunk_or = self.chunk_or
+        i = k
+        while i < n:
+            c = i // EVENT_CHUNK
+            if i % EVENT_CHUNK == 0 and c < len(chunk_or) and (c + 1) * EVENT_CHUNK <= n and not a & chunk_or[c]:
+                i += EVENT_CHUNK
+                continue
+            m, snap = events[i]
+            if a & m:
+                a |= snap
+            i += 1
+        anc[x] = a
+        self.synced[x] = n
+
+    def merge(self, keep: int, drop: int) -> int:
+        """Multi-output merge of two kernels (kernel ancestry kept exact, see sync)."""
+        g = self.g
+        if g.anc is not None:
+            self.sync(keep)
+            self.sync(drop)
+            merged_mask = g.mask[keep] | g.mask[drop]
+        kind = "input" if "input" in (g.kind[keep], g.kind[drop]) else g.kind[keep]
+        g.merge_into(keep, drop, kind)
+        g.multi[keep] = True
+        if g.anc is not None:
+            self.events.append((merged_mask, g.anc[keep]))
+            n = len(self.events)
+            if n % EVENT_CHUNK == 0:
+                u = 0
+                for m, _snap in self.events[n - EVENT_CHUNK :]:
+                    u |= m
+                self.chunk_or.append(u)
+            self.synced[keep] = n
+        self.live.discard(drop)
+        return keep
+
+    def fuse_siblings(self, cands: list) -> None:
+        g = self.g
+        cands = [c for c in cands if self.mof_root(c)]
+        i = 0
+        while i < len(cands):
+            a = g.find(cands[i])
+            j = i + 1
+            while j < len(cands):
+                b = g.find(cands[j])
+                if a == b:
+                    del cands[j]
+                    continue
+                if self.compatible(a, b) and self.fits(a, b) and not self.depends(a, b) and not self.depends(b, a):
+                    keep, drop = (a, b) if g.max_index[a] >= g.max_index[b] else (b, a)
+                    a = self.merge(keep, drop)
+                    del cands[j]
+                    continue
+                j += 1
+            cands[i] = a
+            i += 1
+
+    def producer_consumer_mof(self, p: int) -> None:
+        """GetProducerConsumerMultiOutputFusionCandidates: a loop kernel whose result is
+        read by several kernels joins one of them that iterates over the same shape,
+        when that creates no cycle; its result becomes an extra output."""
+        g, nodes = self.g, self.nodes
+        pg = g.find(p)
+        if g.kind[pg] != "loop" or g.multi[pg] or not self.mof_root(pg):
+            return
+        if g.no_mof[pg]:
+            return  # in-place operations / physically transposing producers are not MOF producers
+        cons = [c for c in self.consumer_groups(p) if c != pg]
+        if not cons or (len(cons) == 1 and not g.multi[cons[0]] and not self.external_use[p]):
+            return  # one consumer: priority fusion already considered (and refused) it
+        best = None
+        for c in cons:
+            if not self.mof_root(c) or not self.compatible(c, pg) or not self.fits(c, pg):
+                continue
+            if self.creates_cycle(pg, c):
+                continue
+            if best is None or (g.multi[c] and not g.multi[best]):
+                best = c
+        if best is not None:
+            self.merge(best, pg)
+
+    def creates_cycle(self, pg: int, c: int) -> bool:
+        """Would merging producer kernel pg into consumer kernel c close a cycle: does c
+        read a kernel (other than pg) that depends on pg?"""
+        g = self.g
+        seen = set()
+        for src, _b in self.ext(c).values():
+            if src is None:
+                continue
+            hs = self.resolve(self.homes[src]) if self.absorbed[src] else (g.find(src),)
+            for h in hs:
+                if h == pg or h == c or h in seen:
+                    continue
+                seen.add(h)
+                if self.depends(h, pg):
+                    return True
+        return False
+
+    def build_ancestry(self) -> None:
+        """Kernel ancestry after priority fusion. Every kernel then has one sink (its root,
+        the last of its ops in program order, which every other op of it feeds), so the
+        roots' order is a topological order of the kernels."""
+        g = self.g
+        # every group, kernels and the ops that are none (collectives, region ops): paths
+        # between kernels run through those too
+        groups = {g.find(i) for i in range(len(self.nodes)) if not self.absorbed[i]}
+        live = sorted((h for h in groups if h not in self.redirect), key=lambda h: g.max_index[h])
+        if len(live) > MAX_ANCESTRY_NODES:
+            g.anc = None
+            return
+        anc, mask = {}, {}
+        find, absorbed, operand_nodes = g.find, self.absorbed, self.operand_nodes
+        for pos, h in enumerate(live):
+            a = 1 << pos
+            d = g.dups.get(h)
+            inside = g.members[h] if not d else list(g.members[h]) + list(d)
+            seen = set()
+            for i in inside:
+                for src in operand_nodes[i]:
+                    if src is None or src in seen:
+                        continue
+                    seen.add(src)
+                    if absorbed[src]:
+                        if d and src in d:
+                            continue
+                        ps = self.resolve(self.homes[src])
+                    else:
+                        ps = (find(src),)
+                    for p in ps:
+                        if p != h:
+                            a |= anc.get(p, 0)
+            anc[h] = a
+            mask[h] = 1 << pos
+        g.anc, g.mask = anc, mask
+
+    def multi_output_fusion(self, outer_users: dict) -> None:
+        g, nodes = self.g, self.nodes
+        self.events = []  # (mask of a merged kernel, its ancestry then)
+        self.chunk_or = []  # union of the masks of every EVENT_CHUNK events
+        self.synced = {}
+        self.live = set()
+        for i in range(len(nodes)):
+            h = g.find(i)
+            if g.kind[h] is not None and h not in self.redirect and not self.absorbed[i]:
+                self.live.add(h)
+        self.build_ancestry()
+        find = g.find
+        absorbed = self.absorbed
+        out_elems = g.out_elems
+        for p in range(len(nodes) - 1, -1, -1):
+            us = self.users[p]
+            if not us or absorbed[p] or out_elems[p] <= 1 or nodes[p].name == "stablehlo.constant":
+                continue  # constants are never multi-output fused; scalars are no shared operand
+            pg = find(p)
+            ext_use = self.external_use[p]
+            cands = self.consumer_groups(p)
+            if len(cands) == 1 and (cands[0] == pg or (not ext_use and not g.multi[cands[0]])):
+                continue  # read by one kernel (its own, or one priority fusion did not join)
+            if len(cands) > 1:
+                self.fuse_siblings(cands)
+            if nodes[p].cost is not None and find(p) in self.live:
+                self.producer_consumer_mof(p)
+        for v, js in outer_users.items():
+            if len(js) < 2 and not any(self.absorbed[u] for u in js):
+                continue
+            try:
+                if type_info(v.type).num_elements <= 1:
+                    continue
+            except Exception:
+                continue
+            cands = []
+            for u in js:
+                hs = self.resolve(self.homes[u]) if self.absorbed[u] else [g.find(u)]
+                for h in hs:
+                    if h not in cands:
+                        cands.append(h)
+            if len(cands) > 1:
+                self.fuse_siblings(cands)
 
 
 def _all_in(nodes, g: _Groups, gid: int, allowed) -> bool:
@@ -521,58 +1173,6 @@ def _depends(targets, start, g: _Groups, limit: int = 20000) -> bool:
     return False
 
 
-def _reaches(start: list[int], target: int, g: _Groups, users=None) -> bool:
-    """Does some op of group `target` depend on one of the ops `start`?"""
-    if g.anc is None:
-        return _depends(g.members[target], start, g)
-    m = 0
-    for x in start:
-        m |= 1 << x
-    return bool(g.anc[target] & m)
-
-
-def _producer_consumer(nodes, g: _Groups, users, external_use, duplicated, absorbed, policy) -> None:
-    n = len(nodes)
-    for i in range(n - 1, -1, -1):
-        nd = nodes[i]
-        if nd.cost is None or nd.cls in (BOUNDARY, COLLECTIVE, OPAQUE):
-            continue
-        if nd.name in TERMINATORS:
-            continue
-        us = users[i]
-        if not us:
-            continue
-        ugroups = sorted({g.find(u) for u in us})
-        if not external_use[i] and len(ugroups) == 1:
-            gid = ugroups[0]
-            if _accepts(nodes, g, gid, i, policy, users):
-                kind = _merged_kind(g.kind[gid], nd.cls)
-                if nd.cls in (GEMM, CONV):
-                    g.epilogue_ops[gid] = g.size[gid]
-                g.merge_into(gid, i, kind)
-                continue
-        if nd.name in DUPLICABLE_OPS:
-            taken = 0
-            for gid in ugroups:
-                if _accepts(nodes, g, gid, i, policy, users):
-                    duplicated.append((gid, i))
-                    if g.anc is not None:
-                        g.anc[gid] |= g.anc[i]
-                    taken += 1
-            if taken == len(ugroups) and not external_use[i]:
-                absorbed[i] = True
-            continue
-        if nd.cls in (ELEMENTWISE, MOVEMENT) and len(ugroups) >= 1:
-            for gid in ugroups:
-                if g.kind[gid] not in ("loop", "input") or not _accepts(nodes, g, gid, i, policy, users):
-                    continue
-                others = [u for u in us if g.find(u) != gid]
-                if others and _reaches(others, gid, g, users):
-                    continue
-                g.merge_into(gid, i, g.kind[gid])
-                break
-
-
 def _reduce_key(nd: Node):
     op = nd.op
     try:
@@ -583,61 +1183,6 @@ def _reduce_key(nd: Node):
     except Exception:
         return None
     return shape, dims
-
-
-def _sibling_fusion(nodes, g: _Groups, users, operand_nodes, policy) -> None:
-    """Kernels that read the same value over the same iteration space become one."""
-    consumers: dict = {}
-    for j, nd in enumerate(nodes):
-        if nd.cost is None or nd.cls not in (REDUCE, ELEMENTWISE, MOVEMENT):
-            continue
-        for pos, v in enumerate(nd.op.operands):
-            key = operand_nodes[j][pos]
-            if key is None:
-                key = ("value", v)
-            consumers.setdefault(key, []).append(j)
-    for key, js in consumers.items():
-        if len(js) < 2:
-            continue
-        buckets: dict = {}
-        for j in js:
-            gid = g.find(j)
-            kind = g.kind[gid]
-            if kind == "input" and g.hero[gid] is not None:
-                bkey = ("input", _reduce_key(nodes[g.hero[gid]]))
-            elif kind == "loop":
-                bkey = ("loop", g.out_elems[gid])
-            else:
-                continue
-            if bkey[1] is None:
-                continue
-            lst = buckets.setdefault(bkey, [])
-            if gid not in lst:
-                lst.append(gid)
-        for bkey, gids in buckets.items():
-            if len(gids) < 2:
-                continue
-            base = g.find(gids[0])
-            for other in gids[1:]:
-                other = g.find(other)
-                base = g.find(base)
-                if other == base:
-                    continue
-                if g.size[base] + g.size[other] > MAX_FUSION_PARAMS * 4:
-                    continue
-                if _group_reaches(base, other, g, users, len(nodes)) or _group_reaches(other, base, g, users, len(nodes)):
-                    continue
-                keep = base if g.max_index[base] >= g.max_index[other] else other
-                drop = other if keep == base else base
-                g.merge_into(keep, drop, g.kind[keep])
-                base = keep
-
-
-def _group_reaches(src: int, dst: int, g: _Groups, users=None, n: int = 0) -> bool:
-    """Does some op of group `dst` depend on an op of group `src`?"""
-    if g.anc is None:
-        return _depends(g.members[dst], g.members[src], g)
-    return bool(g.anc[dst] & g.mask[src])
 
 
 # ---------------------------------------------------------------------------
@@ -666,15 +1211,22 @@ def _make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, 
     # one opaque op (sort, scatter, custom_call, a given fusion ...): the rule's XLA byte
     # accounting; otherwise the kernel's distinct external values
     single = len(idx) == 1 and not dups and nodes[idx[0]].cls == OPAQUE
-    if single:
+    expanded = _select_and_scatter_expanded(nodes[idx[0]]) if single and policy == "xla-gpu" else None
+    if expanded is not None:
+        k.bytes_read, k.bytes_written, k.launches = expanded
+        k.attrs["expanded"] = "select_and_scatter"
+    elif single:
         c = nodes[idx[0]].cost
         k.bytes_read, k.bytes_written = c.bytes_read, c.bytes_written
     else:
-        k.bytes_read, k.bytes_written = _external_bytes(nodes, idx, inside, inside_all, operand_nodes, users, external_use)
+        k.bytes_read, k.bytes_written = _external_bytes(nodes, idx, inside, inside_all, operand_nodes, users, external_use, g)
     gemm_nodes = [i for i in idx if nodes[i].cls in (GEMM, CONV)]
     if gemm_nodes:
         k.gemm = _gemm_shape(nodes[gemm_nodes[0]])
     if policy == "xla-gpu":
+        # TreeReductionRewriter runs before fusion: every reduction past the race-free
+        # bound becomes two; the first stages share this kernel, each second stage reads
+        # its own partial results and is a launch of its own
         for i in idx:
             if nodes[i].cls == REDUCE:
                 extra = _tree_split_bytes(nodes[i])
@@ -682,37 +1234,58 @@ def _make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, 
                     k.launches += 1
                     k.bytes_read += extra
                     k.bytes_written += extra
-                    break
     return k
 
 
-def _external_bytes(nodes, idx, inside, inside_all, operand_nodes, users, external_use) -> tuple[int, int]:
+def _operand_facts(nodes, operand_nodes, g, i: int) -> list:
+    """(value key, producer node or None, bytes) of each operand of node i (cached on g):
+    key: the producer node (or (node, result number) for a multi-result op), or the
+    value itself for one defined outside the block."""
+    facts = g.opfacts.get(i)
+    if facts is None:
+        facts = []
+        srcs = operand_nodes[i]
+        for pos, v in enumerate(nodes[i].op.operands):
+            src = srcs[pos]
+            if src is not None:
+                key = src if len(nodes[src].op.results) == 1 else (src, _result_number(v))
+            else:
+                key = v
+            facts.append((key, src, _nbytes(v)))
+        g.opfacts[i] = facts
+    return facts
+
+
+def _result_bytes(nodes, g, i: int) -> int:
+    b = g.resbytes.get(i)
+    if b is None:
+        b = g.resbytes[i] = sum(_nbytes(r) for r in nodes[i].op.results)
+    return b
+
+
+def _external_bytes(nodes, idx, inside, inside_all, operand_nodes, users, external_use, g) -> tuple[int, int]:
     """Bytes of the values read from outside the kernel (each once; only the sliced part
     when every use slices it) and of the results used outside it."""
     full_size: dict = {}
     partial: dict = {}
-    needs_full: dict = {}
-    for i in sorted(inside_all):
-        nd = nodes[i]
-        name = nd.name
-        for pos, v in enumerate(nd.op.operands):
-            src = operand_nodes[i][pos]
-            if src is not None and src in inside_all:
-                continue
-            if name == "stablehlo.dynamic_update_slice" and pos == 0:
+    needs_full: set = set()
+    inline = g.inline
+    for i in inside_all:
+        name = nodes[i].name
+        slicing = name in _SLICING_OPS
+        for pos, (key, src, b) in enumerate(_operand_facts(nodes, operand_nodes, g, i)):
+            if src is not None and (src in inside_all or src in inline):
+                continue  # computed inside, or an inline constant
+            if pos == 0 and name == "stablehlo.dynamic_update_slice":
                 continue  # updated in place: the buffer is neither read nor rewritten whole
-            if src is not None and _splat_or_scalar_constant(nodes[src].op):
-                continue  # an inline constant
-            key = ("n", src, _result_number(v)) if src is not None else ("v", v)
             if key not in full_size:
-                full_size[key] = _nbytes(v)
+                full_size[key] = b
                 partial[key] = 0
-                needs_full[key] = False
-            if pos == 0 and name in _SLICING_OPS:
-                partial[key] += _nbytes(nd.op.results[0])
+            if pos == 0 and slicing:
+                partial[key] += _result_bytes(nodes, g, i)
             else:
-                needs_full[key] = True
-    read = sum(full if needs_full[key] else min(full, partial[key]) for key, full in full_size.items())
+                needs_full.add(key)
+    read = sum(full if key in needs_full else min(full, partial[key]) for key, full in full_size.items())
     written = 0
     for i in idx:
         nd = nodes[i]
@@ -722,7 +1295,7 @@ def _external_bytes(nodes, idx, inside, inside_all, operand_nodes, users, extern
         if nd.name == "stablehlo.dynamic_update_slice":
             written += _nbytes(nd.op.operands[1])
         else:
-            written += sum(_nbytes(r) for r in nd.op.results)
+            written += _result_bytes(nodes, g, i)
     return read, written
 
 
@@ -769,6 +1342,34 @@ def _gemm_shape(nd: Node) -> GemmShape | None:
         return GemmShape(m, out_n, k, 1, c.dtype)
     except Exception:  # unusual dimension numbers: no shape, the backend uses flops only
         return None
+
+
+def _select_and_scatter_expanded(nd: Node):
+    """XLA GPU rewrites select_and_scatter (SelectAndScatterExpander, gpu_compiler.cc:
+    "Rewrite select-and-scatter as a scatter and a reduce-window") into four kernels:
+    the operand-shaped output filled with the init value; a variadic reduce_window that
+    reads the operand and writes, per source element, the selected value and its index
+    in every dimension (i32); the indices packed into one [source elements, rank] array;
+    a scatter that reads those and the source and updates the selected elements in place.
+    Returns (bytes_read, bytes_written, launches), or None for other ops."""
+    if nd.name != "stablehlo.select_and_scatter":
+        return None
+    try:
+        operand = type_info(nd.op.operands[0].type)
+        source = type_info(nd.op.operands[1].type)
+    except Exception:
+        return None
+    n, rank, eo = source.num_elements, max(1, operand.rank), max(1, operand.elem_bytes)
+    index_bytes = 4 * rank * n  # one i32 per dimension and source element
+    read = written = 0
+    written += operand.nbytes  # 1: init
+    read += operand.nbytes  # 2: select (reduce_window with indices)
+    written += n * eo + index_bytes
+    read += index_bytes  # 3: pack the indices
+    written += index_bytes
+    read += index_bytes + source.nbytes + n * eo  # 4: scatter, in place
+    written += n * eo
+    return read, written, 4
 
 
 def _tree_split_bytes(nd: Node) -> int:

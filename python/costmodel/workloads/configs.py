@@ -180,3 +180,140 @@ def train_all_reduces(cfg: ResNetConfig, *, sync_batch_stats: bool = True) -> in
     (loss, accuracy) and, with `sync_batch_stats`, 2F for the new running mean and variance."""
     f = num_forward_convs(cfg)
     return param_leaves(cfg) + 2 * f + 2 + (2 * f if sync_batch_stats else 0)
+
+
+# ---------------------------------------------------------------------------
+# LLaMA-3-architecture decoders (`costmodel workloads export llama3-*`)
+# ---------------------------------------------------------------------------
+#
+# Architecture (Meta's Llama 3, "The Llama 3 Herd of Models", arXiv:2407.21783): token
+# embedding, L pre-norm decoder layers (RMSNorm -> grouped-query attention with RoPE ->
+# residual; RMSNorm -> SwiGLU MLP -> residual), final RMSNorm, output projection to the
+# vocabulary. No biases. The training step is in `export.py` (`llama_step`).
+#
+# Sizes: the ISPASS 2026 paper (imec hespas) evaluates LLaMA-3-architecture models named
+# 100m, 200m, 500m, 1b, 2b and 3b (FSDP on 4 GPUs). Only the 100m configuration is
+# published (hespas docs/tutorials/ispass_2026_workshop.rst, the MaxText `llama3-100m.yml`
+# it exports); the other five are not in the hespas or hespas_workloads repositories
+# (searched 2026: code, docs, experiment scripts, workload logs). So:
+# - llama3-100m: the paper's configuration exactly (MaxText base_emb_dim 576, 9 query and
+#   9 kv heads of head_dim 128, 7 decoder layers, mlp_dim 2016, vocab 128256, untied
+#   output projection `logits_via_embedding: False`, rope_max_timescale 500000, eps 1e-5);
+# - llama3-1b, llama3-3b: Meta's Llama 3.2 1B and 3B (their Hugging Face `config.json`:
+#   hidden 2048 / 3072, 16 / 28 layers, 32 / 24 heads, 8 kv heads, intermediate 8192,
+#   head_dim 64 / 128, tied embeddings, rope_theta 500000);
+# - llama3-8b: Meta's Llama 3 8B (hidden 4096, 32 layers, 32 heads, 8 kv heads,
+#   intermediate 14336, vocab 128256, untied, rope_theta 500000);
+# - llama3-200m, llama3-500m, llama3-2b: OURS, not the paper's (unpublished): Llama 3.2
+#   1B's recipe (head_dim 64, 8 kv heads, intermediate = 4 x hidden, tied embeddings,
+#   vocab 128256) with the hidden size a multiple of 512 and the layer count chosen so
+#   that the nominal size below comes out nearest the name.
+# Nominal size = parameters without an untied output projection (embedding table counted
+# once): 117M for the paper's 100m (191M with its untied head), equal to the total for
+# the tied models. `llama_param_count` gives the exact totals (docs/workloads.md).
+#
+# RoPE frequency scaling of Llama 3.1/3.2 (`rope_scaling`) is left out: it only changes
+# constant frequencies, not the program's ops or shapes.
+
+LLAMA_VOCAB = 128256
+LLAMA_ROPE_THETA = 500000.0
+LLAMA_NORM_EPS = 1e-5
+
+
+@dataclasses.dataclass(frozen=True)
+class LlamaConfig:
+    name: str
+    hidden: int  # model dimension d
+    layers: int
+    heads: int  # query heads
+    kv_heads: int
+    head_dim: int
+    ffn: int  # SwiGLU intermediate size
+    vocab: int = LLAMA_VOCAB
+    tied_embeddings: bool = False  # the output projection is the embedding table's transpose
+    rope_theta: float = LLAMA_ROPE_THETA
+    norm_eps: float = LLAMA_NORM_EPS
+    source: str = ""
+
+    @property
+    def q_dim(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.kv_heads * self.head_dim
+
+    def with_layers(self, layers: int) -> "LlamaConfig":
+        return dataclasses.replace(self, layers=layers)
+
+
+LLAMA_MODELS: dict[str, LlamaConfig] = {
+    c.name: c
+    for c in (
+        LlamaConfig(
+            "llama3-100m", 576, 7, 9, 9, 128, 2016, tied_embeddings=False,
+            source="ISPASS 2026 paper (hespas docs/tutorials/ispass_2026_workshop.rst, MaxText llama3-100m.yml)",
+        ),
+        LlamaConfig(
+            "llama3-200m", 1024, 4, 16, 8, 64, 4096, tied_embeddings=True,
+            source="ours (paper's unpublished): Llama 3.2 1B recipe scaled to 194M",
+        ),
+        LlamaConfig(
+            "llama3-500m", 1536, 9, 24, 8, 64, 6144, tied_embeddings=True,
+            source="ours (paper's unpublished): Llama 3.2 1B recipe scaled to 508M",
+        ),
+        LlamaConfig(
+            "llama3-1b", 2048, 16, 32, 8, 64, 8192, tied_embeddings=True,
+            source="Meta Llama 3.2 1B (meta-llama/Llama-3.2-1B config.json)",
+        ),
+        LlamaConfig(
+            "llama3-2b", 2560, 18, 40, 8, 64, 10240, tied_embeddings=True,
+            source="ours (paper's unpublished): Llama 3.2 1B recipe scaled to 2.03B",
+        ),
+        LlamaConfig(
+            "llama3-3b", 3072, 28, 24, 8, 128, 8192, tied_embeddings=True,
+            source="Meta Llama 3.2 3B (meta-llama/Llama-3.2-3B config.json)",
+        ),
+        LlamaConfig(
+            "llama3-8b", 4096, 32, 32, 8, 128, 14336, tied_embeddings=False,
+            source="Meta Llama 3 8B (meta-llama/Meta-Llama-3-8B config.json; arXiv:2407.21783 Table 3)",
+        ),
+    )
+}
+
+
+def llama_layer_params(cfg: LlamaConfig) -> int:
+    """One decoder layer: wq (d x H hd), wk and wv (d x KV hd), wo (H hd x d), the three
+    SwiGLU matrices (gate and up d x F, down F x d) and the two RMSNorm scales (d each)."""
+    d = cfg.hidden
+    return d * cfg.q_dim + 2 * d * cfg.kv_dim + cfg.q_dim * d + 3 * d * cfg.ffn + 2 * d
+
+
+def llama_param_count(cfg: LlamaConfig) -> int:
+    """Every parameter: embedding (V x d), L layers, final norm (d), and the output
+    projection (d x V) unless tied to the embedding."""
+    embed = cfg.vocab * cfg.hidden
+    head = 0 if cfg.tied_embeddings else cfg.hidden * cfg.vocab
+    return embed + cfg.layers * llama_layer_params(cfg) + cfg.hidden + head
+
+
+def llama_nominal_params(cfg: LlamaConfig) -> int:
+    """The count the names follow: all parameters but an untied output projection."""
+    return cfg.vocab * cfg.hidden + cfg.layers * llama_layer_params(cfg) + cfg.hidden
+
+
+def llama_param_leaves(cfg: LlamaConfig) -> int:
+    """Parameter arrays: embedding, 9 per layer (7 matrices, 2 norm scales), final norm,
+    and the output projection when untied."""
+    return 1 + 9 * cfg.layers + 1 + (0 if cfg.tied_embeddings else 1)
+
+
+def llama_matmul_flops_per_token(cfg: LlamaConfig, seq_len: int) -> int:
+    """Forward matmul FLOPs per token (2 per multiply-add): the projections and the output
+    head (2 x parameters of the matrices), and causal attention's two products over the
+    whole sequence (2 x 2 x S x H hd, counted over the full S x S score matrix as the
+    program computes it, masked or not). The embedding lookup (a gather) is none."""
+    d = cfg.hidden
+    proj = d * cfg.q_dim + 2 * d * cfg.kv_dim + cfg.q_dim * d + 3 * d * cfg.ffn
+    attn = 2 * seq_len * cfg.q_dim
+    return 2 * (cfg.layers * (proj + attn) + d * cfg.vocab)

@@ -1,4 +1,6 @@
-"""Export a data-parallel JAX ResNet training (or inference) step as StableHLO text.
+"""Export a data-parallel JAX ResNet training (or inference) step, or a sharded LLaMA-3
+training step (`LlamaExportOptions`, `lower_llama`; the model and its shardings are in
+`llama.py`), as StableHLO text.
 
 The step is the one of flax's examples/imagenet `train.py`, the recipe the ISPASS 2026
 paper's workloads (imec hespas) were made with (docs/workloads.md compares the result
@@ -47,7 +49,7 @@ import re
 import subprocess
 import sys
 
-from .configs import IMAGE_SIZE, MODELS, NUM_CLASSES
+from .configs import IMAGE_SIZE, LLAMA_MODELS, MODELS, NUM_CLASSES
 
 MODES = ("train", "inference")
 DTYPES = ("bf16", "f32")
@@ -87,7 +89,9 @@ class ExportOptions:
             if value not in allowed:
                 raise ExportError(f"unknown {what} '{value}' (choose from {', '.join(allowed)})")
 
-        choice("model", self.model, tuple(MODELS))
+        choice("model", self.model, (*MODELS, *LLAMA_MODELS))
+        if self.model in LLAMA_MODELS:
+            raise ExportError(f"{self.model} is a LLaMA-3 model: export it with LlamaExportOptions")
         choice("mode", self.mode, MODES)
         choice("dtype", self.dtype, DTYPES)
         choice("loss scale", self.loss_scale, LOSS_SCALES)
@@ -139,6 +143,128 @@ class ExportOptions:
     @classmethod
     def from_json(cls, text: str) -> "ExportOptions":
         return cls(**json.loads(text))
+
+
+# ---------------------------------------------------------------------------
+# LLaMA-3 training steps (llama.py)
+# ---------------------------------------------------------------------------
+
+LLAMA_MESH_AXES = ("dp", "fsdp", "tp")
+SHARDINGS = ("shardy", "gspmd")
+PARAM_DTYPES = ("f32", "bf16")
+
+
+def parse_mesh(text: str) -> dict[str, int]:
+    """`dp=2,fsdp=4,tp=1` -> {"dp": 2, "fsdp": 4, "tp": 1}; axes left out are 1."""
+    sizes = {a: 1 for a in LLAMA_MESH_AXES}
+    seen = set()
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        name, eq, value = item.partition("=")
+        name = name.strip()
+        if not eq or name not in sizes:
+            raise ExportError(f"bad mesh '{text}': expected AXIS=SIZE items with AXIS one of {', '.join(LLAMA_MESH_AXES)}")
+        if name in seen:
+            raise ExportError(f"bad mesh '{text}': axis {name} given twice")
+        seen.add(name)
+        try:
+            size = int(value)
+        except ValueError:
+            raise ExportError(f"bad mesh '{text}': size of {name} is not an integer ('{value.strip()}')") from None
+        if size < 1:
+            raise ExportError(f"bad mesh '{text}': size of {name} must be >= 1")
+        sizes[name] = size
+    if not seen:
+        raise ExportError(f"bad mesh '{text}': no axis (example: dp=1,fsdp=4,tp=1)")
+    return sizes
+
+
+@dataclasses.dataclass(frozen=True)
+class LlamaExportOptions:
+    """A LLaMA-3 training step: model, mesh `{dp, fsdp, tp}`, tokens per step, precision,
+    sharding format, layers as a Python loop or one `lax.scan`; `layers` overrides the
+    configuration's depth (quick experiments, tests)."""
+
+    model: str
+    mesh: dict = dataclasses.field(default_factory=lambda: {"dp": 1, "fsdp": 4, "tp": 1})
+    seq_len: int = 2048
+    global_batch: int | None = None  # None: one sequence per data-parallel device
+    dtype: str = "bf16"
+    param_dtype: str = "f32"
+    sharding: str = "shardy"
+    scan: bool = False
+    layers: int | None = None
+
+    @property
+    def devices(self) -> int:
+        return self.mesh["dp"] * self.mesh["fsdp"] * self.mesh["tp"]
+
+    @property
+    def data_parallel(self) -> int:
+        return self.mesh["dp"] * self.mesh["fsdp"]
+
+    @property
+    def batch(self) -> int:
+        return self.data_parallel if self.global_batch is None else self.global_batch
+
+    @property
+    def config(self):
+        cfg = LLAMA_MODELS[self.model]
+        return cfg if self.layers is None else cfg.with_layers(self.layers)
+
+    def mesh_text(self) -> str:
+        return ",".join(f"{a}={self.mesh[a]}" for a in LLAMA_MESH_AXES)
+
+    def validate(self) -> "LlamaExportOptions":
+        def choice(what, value, allowed):
+            if value not in allowed:
+                raise ExportError(f"unknown {what} '{value}' (choose from {', '.join(allowed)})")
+
+        choice("model", self.model, tuple(LLAMA_MODELS))
+        choice("dtype", self.dtype, DTYPES)
+        choice("parameter dtype", self.param_dtype, PARAM_DTYPES)
+        choice("sharding", self.sharding, SHARDINGS)
+        if set(self.mesh) != set(LLAMA_MESH_AXES) or any(
+            isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in self.mesh.values()
+        ):
+            raise ExportError(f"bad mesh {self.mesh!r}: sizes of dp, fsdp and tp, each a positive integer")
+        for what, value in (("sequence length", self.seq_len), ("global batch", self.batch), ("layers", self.layers)):
+            if value is None and what == "layers":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ExportError(f"{what} must be a positive integer, got {value!r}")
+        if self.batch % self.data_parallel:
+            raise ExportError(
+                f"global batch {self.batch} is not divisible by the {self.data_parallel} data-parallel devices "
+                f"(dp x fsdp = {self.mesh['dp']} x {self.mesh['fsdp']})"
+            )
+        cfg, tp, fsdp = self.config, self.mesh["tp"], self.mesh["fsdp"]
+        for what, n in (
+            ("attention heads", cfg.heads),
+            ("key/value heads", cfg.kv_heads),
+            ("MLP width", cfg.ffn),
+            ("vocabulary", cfg.vocab),
+        ):
+            if n % tp:
+                raise ExportError(f"{self.model} has {n} {what}, not divisible by tp={tp} (Megatron tensor parallelism)")
+        if cfg.hidden % fsdp:
+            raise ExportError(f"{self.model}'s hidden size {cfg.hidden} is not divisible by fsdp={fsdp}")
+        return self
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "LlamaExportOptions":
+        return cls(**json.loads(text))
+
+
+def options_from_json(text: str):
+    """ExportOptions or LlamaExportOptions, by the model's name."""
+    data = json.loads(text)
+    cls = LlamaExportOptions if data.get("model") in LLAMA_MODELS else ExportOptions
+    return cls(**data)
 
 
 # ---------------------------------------------------------------------------
@@ -207,8 +333,11 @@ def _require_jax() -> None:
         )
 
 
-def export_text(opts: ExportOptions, *, allow_in_process: bool = True, cpu_only: bool = False) -> str:
-    """The StableHLO text of the step (see the module doc). Raises ExportError.
+def export_text(
+    opts: "ExportOptions | LlamaExportOptions", *, allow_in_process: bool = True, cpu_only: bool = False
+) -> str:
+    """The StableHLO text of the step (see the module doc; a LLaMA step for
+    LlamaExportOptions, `lower_llama`). Raises ExportError.
 
     `allow_in_process=False` always lowers in a child process; `cpu_only` lets an
     in-process lowering restrict this process's jax to the CPU (for a process of our own,
@@ -220,7 +349,7 @@ def export_text(opts: ExportOptions, *, allow_in_process: bool = True, cpu_only:
     return _export_in_subprocess(opts)
 
 
-def _export_in_subprocess(opts: ExportOptions) -> str:
+def _export_in_subprocess(opts) -> str:
     env = dict(os.environ)
     flags = [t for t in env.get("XLA_FLAGS", "").split() if not t.startswith("--xla_force_host_platform_device_count=")]
     env["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={opts.devices}"])
@@ -239,9 +368,11 @@ def _export_in_subprocess(opts: ExportOptions) -> str:
     return proc.stdout
 
 
-def _export_in_process(opts: ExportOptions) -> str:
+def _export_in_process(opts) -> str:
     import jax
 
+    if isinstance(opts, LlamaExportOptions):
+        return lower_llama(opts, jax.devices("cpu")[: opts.devices]).as_text()
     text = lower_step(opts, jax.devices("cpu")[: opts.devices])
     if opts.form == "replicas":
         from .replicas import to_replica_form
@@ -385,6 +516,37 @@ def lower_step(opts: ExportOptions, devices) -> str:
     return step.lower(state, batch).as_text()
 
 
+def lower_llama(opts: LlamaExportOptions, devices):
+    """jax's `Lowered` of the LLaMA training step (`llama.jitted_step`) on a mesh of
+    `devices` (abstract arguments only: nothing is allocated, whatever the model size).
+    `.as_text()` is the export; the SPMD-partitioner oracle compiles the same object."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import AxisType
+
+    from . import llama
+
+    opts.validate()
+    if len(devices) != opts.devices:
+        raise ExportError(f"{opts.devices} devices requested but {len(devices)} available to jax")
+    axes = [a for a in LLAMA_MESH_AXES if opts.mesh[a] > 1] or ["dp"]
+    mesh = jax.make_mesh(
+        tuple(opts.mesh[a] for a in axes), tuple(axes), axis_types=(AxisType.Auto,) * len(axes), devices=devices
+    )
+    dtype = jnp.bfloat16 if opts.dtype == "bf16" else jnp.float32
+    param_dtype = jnp.bfloat16 if opts.param_dtype == "bf16" else jnp.float32
+    fn, args = llama.jitted_step(
+        opts.config, mesh, global_batch=opts.batch, seq_len=opts.seq_len, dtype=dtype, param_dtype=param_dtype,
+        scan=opts.scan,
+    )
+    previous = jax.config.jax_use_shardy_partitioner
+    jax.config.update("jax_use_shardy_partitioner", opts.sharding == "shardy")
+    try:
+        return fn.lower(*args)
+    finally:
+        jax.config.update("jax_use_shardy_partitioner", previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m costmodel.workloads.export OPTIONS_JSON`: the text on stdout (the child
     process of `export_text`)."""
@@ -393,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("usage: python -m costmodel.workloads.export OPTIONS_JSON\n")
         return 2
     try:
-        opts = ExportOptions.from_json(argv[0]).validate()
+        opts = options_from_json(argv[0]).validate()
         _require_jax()
         if not _in_process_possible(opts.devices, cpu_only=True):
             raise ExportError(f"jax has fewer than {opts.devices} host CPU devices in the child process")
