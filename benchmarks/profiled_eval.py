@@ -6,7 +6,8 @@ blocks, transformer blocks, a GEMM sweep; JAX-made, inference, f32):
     measured   IREE llvm-cpu local-task, whole program, median (taken before and after the
                kernels are profiled; their mean, both printed as drift)
     profiled   sum of the program's profiled kernels + one invocation (backend=profiled
-               hardware=host-cpu), with three kernel formations: none, xla-gpu, xla-tpu
+               hardware=host-cpu), with four kernel formations: none, xla-gpu, xla-tpu
+               and iree (IREE's own dispatch regions, costmodel.iree)
     calibrated / roofline   on the host-cpu spec of the cores the run uses (1 core), and
                roofline on the generic `cpu` preset (the `cpu` preset has no calibration
                block: `calibrated` cannot run on it)
@@ -59,6 +60,7 @@ def main(argv=None) -> int:
         ("profiled/none", "host-cpu", "profiled", "none", popts),
         ("profiled/xla-gpu", "host-cpu", "profiled", "xla-gpu", popts),
         ("profiled/xla-tpu", "host-cpu", "profiled", "xla-tpu", popts),
+        ("profiled/iree", "host-cpu", "profiled", "iree", popts),
         ("calibrated/host", host1, "calibrated", "none", {}),
         ("roofline/host", host1, "roofline", "none", {}),
         ("roofline/cpu", "cpu", "roofline", "none", {}),

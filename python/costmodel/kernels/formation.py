@@ -188,9 +188,10 @@ def default_policy_for(hardware_name: str) -> str:
     """The compiler that targets this hardware: TPUs -> xla-tpu, the generic CPU spec ->
     none (no CPU fusion model), every GPU -> xla-gpu. `host-cpu` (this machine, whose
     programs the profiled/learned backends time with IREE llvm-cpu) -> xla-tpu: of the
-    three formations it is the closest to IREE's dispatches on the held-in workloads
-    (conv/matmul with their elementwise epilogues in one dispatch; benchmarks/
-    profiled_eval.py, docs/backends.md)."""
+    three formations it put the profiled backend closest to IREE's whole-program time
+    on the held-in workloads, on average over four runs of benchmarks/profiled_eval.py
+    (conv/matmul with their elementwise epilogues in one kernel, as IREE's dispatches;
+    docs/backends.md). It needs no IREE, unlike fusion=iree."""
     low = hardware_name.lower()
     if low.startswith("tpu") or low == "host-cpu":
         return "xla-tpu"
