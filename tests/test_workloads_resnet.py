@@ -320,6 +320,28 @@ def test_replica_form_refuses_other_modules():
         to_replica_form(plain, 2)
 
 
+def test_single_device_export(train_bf16, tmp_path):
+    """--devices 1 (the program benchmarks/gpu_measure.py times on one GPU): jax inlines
+    the one-device shard_map, so the replica form only drops the mesh and shardings; the
+    cross-replica means stay, over one replica, and the per-device program is the one of
+    the 4-device export."""
+    path = str(tmp_path / "r18_1.mlir")
+    common = ["--global-batch", str(GLOBAL_BATCH // DEVICES), "--image-size", str(IMAGE_SIZE)]
+    proc = _costmodel("workloads", "export", "resnet18", "--devices", "1", *common, "-o", path)
+    assert proc.returncode == 0, proc.stderr
+    one = Module(path)
+    assert one.attr_int("mhlo.num_replicas") == 1 and one.attr_int("mhlo.num_partitions") == 1
+    text = open(path, encoding="utf-8").read()
+    assert "sdy." not in text
+    assert "replica_groups = dense<0> : tensor<1x1xi64>" in text
+    four = train_bf16
+    assert one.hist["stablehlo.convolution"] == four.hist["stablehlo.convolution"] == configs.num_train_convs(R18)
+    assert one.hist["stablehlo.all_reduce"] == four.hist["stablehlo.all_reduce"] == configs.train_all_reduces(R18)
+    assert [Module.shape(a) for a in one.main().regions[0].blocks[0].arguments] == [
+        Module.shape(a) for a in four.main().regions[0].blocks[0].arguments
+    ]
+
+
 def test_export_pipeline_simulate_end_to_end(train_bf16, tmp_path):
     """export -> kernel formation -> calibrated costs -> collectives -> Chakra -> simulate."""
     from costmodel.pipeline import predict_step

@@ -390,6 +390,23 @@ def abstract_state_and_batch(opts: ExportOptions):
     """(model, abstract TrainState, abstract global batch) of `opts`; nothing is allocated."""
     import jax
     import jax.numpy as jnp
+
+    model, init = model_and_init(opts)
+    state = jax.eval_shape(init)
+    dtype = jnp.bfloat16 if opts.dtype == "bf16" else jnp.float32
+    n, b, s = opts.devices, opts.per_device_batch, opts.image_size
+    batch = {
+        "image": jax.ShapeDtypeStruct((n, b, s, s, 3), dtype),
+        "label": jax.ShapeDtypeStruct((n, b), jnp.int32),
+    }
+    return model, state, batch
+
+
+def model_and_init(opts: ExportOptions):
+    """(model, init): `init()` builds the TrainState of `opts` (jax.eval_shape it for the
+    abstract state, jax.jit it for a real one, as benchmarks/gpu_measure.py does)."""
+    import jax
+    import jax.numpy as jnp
     import optax
     from flax.training import dynamic_scale as dynamic_scale_lib
     from flax.training import train_state
@@ -416,13 +433,7 @@ def abstract_state_and_batch(opts: ExportOptions):
             dynamic_scale=dynamic_scale_lib.DynamicScale() if opts.dynamic_loss_scale else None,
         )
 
-    state = jax.eval_shape(init)
-    n, b, s = opts.devices, opts.per_device_batch, opts.image_size
-    batch = {
-        "image": jax.ShapeDtypeStruct((n, b, s, s, 3), dtype),
-        "label": jax.ShapeDtypeStruct((n, b), jnp.int32),
-    }
-    return model, state, batch
+    return model, init
 
 
 def learning_rate_fn(opts: ExportOptions):

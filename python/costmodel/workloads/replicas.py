@@ -67,6 +67,18 @@ def _rewrite(module, n: int) -> None:
     main = mains[0]
     block = main.regions[0].blocks[0]
     body_ops = [op.operation for op in block.operations]
+    if n == 1 and not any(op.name == "sdy.manual_computation" for op in body_ops):
+        # one device: jax inlines the shard_map body into @main (mapped arguments keep
+        # their leading axis of 1, as in the replica form); only the mesh and the
+        # shardings go
+        meshes[0].erase()
+        for key, count in (("arg_attrs", len(list(block.arguments))), ("res_attrs", _num_results(main))):
+            if key in main.attributes:
+                main.attributes[key] = ir.ArrayAttr.get(
+                    [_arg_attrs(main, key, i, replicated=False) for i in range(count)]
+                )
+        _collectives_to_replicas(module)
+        return
     if len(body_ops) != 2 or body_ops[0].name != "sdy.manual_computation" or body_ops[1].name != "func.return":
         raise ReplicaFormError("expected @main to hold one sdy.manual_computation and its return")
     mc, ret = body_ops
@@ -107,7 +119,15 @@ def _rewrite(module, n: int) -> None:
     module.attributes["mhlo.num_replicas"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), n)
     module.attributes["mhlo.num_partitions"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 1)
 
-    # collectives: flattened ids over the N partitions -> cross-replica over the N replicas
+    _collectives_to_replicas(module)
+
+
+def _num_results(func) -> int:
+    return len(ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value).results)
+
+
+def _collectives_to_replicas(module) -> None:
+    """Collectives: flattened ids over the N partitions -> cross-replica over the N replicas."""
     for op in list(walk_ops(module)):
         name = op.name
         if name.startswith("sdy."):

@@ -1,0 +1,486 @@
+#!/usr/bin/env python3
+"""Our predictions against what benchmarks/gpu_measure.py measured on a real GPU (a
+benchmark run by hand; it needs no GPU: it reads the measured files).
+
+    python benchmarks/gpu_eval.py [--data benchmarks/data/gpu/h100-sxm] [--json FILE]
+
+The measured programs are the per-device steps of the paper's workloads on ONE device
+(per-device batch 256, bf16; LLaMA-3: one sequence of 2048 tokens): what each of the 4
+devices computes, without the collectives. So the prediction compared is the compute
+time of the same program, exported with `devices=1` by the same code
+(costmodel.workloads.export; written to --workloads if missing), on the spec of the
+measured GPU (--system's hardware). Beside it: the paper tool's (hespas) H100 prediction
+of the same per-device compute (../shared/refs/peer_predictions.csv), which also times
+no collective.
+
+Sections:
+1. step times, measured (10 steps back to back, mean) against each backend and hespas;
+2. kernel launches per step, measured (profiler: GPU kernels, memsets left out) against
+   our kernel formation, and where the time goes (measured kernel time by category
+   against the calibrated backend's kernels by category), per ResNet step; then XLA's
+   own fusion kernels by size (HLO bytes against measured time);
+3. the microbenchmarks against the calibration of the hardware spec: the time of an
+   empty kernel, a fit t = a + bytes / B of the streaming kernels, matmul rates, and
+   each ResNet convolution measured against the calibrated backend's prediction of it.
+
+Nothing here feeds a parameter; the references are for validation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import io
+import json
+import os
+import re
+import sys
+import tarfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SHARED = os.path.join(ROOT, "..", "shared")
+RESNETS = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet200")
+PEER_SYSTEM = {"h100-sxm": "H100_80GB_4GPU", "h200": "H200_4GPU", "a100-40gb": "A100_40GB_4GPU", "b200": "B200_4GPU"}
+CATEGORIES = ("conv", "gemm", "reduce", "elementwise", "transpose", "scatter", "other")
+
+
+# ---------------------------------------------------------------------------
+# measured side
+# ---------------------------------------------------------------------------
+
+
+def load_runs(data_dir: str) -> dict:
+    """{run name: results.json} for each run folder under data_dir."""
+    runs = {}
+    for name in sorted(os.listdir(data_dir)):
+        path = os.path.join(data_dir, name, "results.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                runs[name] = json.load(f)
+    return runs
+
+
+def tar_members(path: str) -> dict[str, bytes]:
+    if not os.path.exists(path):
+        return {}
+    with tarfile.open(path) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
+def measured_category(name: str) -> str:
+    n = name.lower()
+    if n.startswith("memset") or n.startswith("memcpy"):
+        return "memory-op"
+    if any(k in n for k in ("implicit_gemm", "cudnn", "convolution", "nhwc", "fprop", "dgrad", "wgrad")):
+        return "conv"
+    if any(k in n for k in ("nvjet", "gemm", "cublas", "triton")):
+        return "gemm"
+    if "scatter" in n:
+        return "scatter"
+    if "transpose" in n:
+        return "transpose"
+    if n.startswith("input_") and "reduce" in n:
+        return "reduce"
+    if n.startswith(("loop_", "wrapped_", "input_")):
+        return "elementwise"
+    return "other"
+
+
+def trace_kernels(trace_gz: bytes) -> list[tuple[str, float]]:
+    """(kernel name, duration in us) of every GPU event of a Perfetto trace."""
+    data = json.load(gzip.open(io.BytesIO(trace_gz)))
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    gpu = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
+           and "gpu" in e["args"]["name"].lower()}
+    return [(e["name"], float(e.get("dur", 0))) for e in events if e.get("ph") == "X" and e["pid"] in gpu]
+
+
+# ---------------------------------------------------------------------------
+# predicted side
+# ---------------------------------------------------------------------------
+
+
+def workload(directory: str, model: str, mode: str) -> str:
+    """The 1-device export of `model` (exported on first use)."""
+    path = os.path.join(directory, f"{model}_{mode}_1_devices.mlir")
+    if not os.path.exists(path):
+        from costmodel.workloads.export import ExportOptions, LlamaExportOptions, export_text
+
+        if model.startswith("llama"):
+            opts = LlamaExportOptions(model=model, mesh={"dp": 1, "fsdp": 1, "tp": 1}, global_batch=1)
+        else:
+            opts = ExportOptions(model=model, mode=mode, devices=1, global_batch=256)
+        os.makedirs(directory, exist_ok=True)
+        text = export_text(opts)
+        with open(path + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
+    return path
+
+
+def predict(path: str, system: str, backend: str):
+    from costmodel.pipeline import predict_step
+
+    with open(path, "rb") as f:
+        return predict_step(f.read(), system=system, backend=backend, source=os.path.basename(path))
+
+
+def predicted_kernels(path: str, hardware: str, backend: str = "calibrated"):
+    """The kernels (costmodel.kernels.report.KernelRow) of the inlined program, as
+    predict_step forms them."""
+    from costmodel.ir import DEEP_RECURSION, DiagnosticEngine, inline_calls, load_module, make_context, recursion_limit
+    from costmodel.kernels.report import collect_kernels
+    from costmodel.passes.annotate_cost import annotate_module
+
+    with open(path, "rb") as f:
+        data = f.read()
+    ctx = make_context()
+    with recursion_limit(DEEP_RECURSION), ctx:
+        module = load_module(ctx, data, os.path.basename(path))
+        inline_calls(module)
+        annotate_module(module, DiagnosticEngine(path), hardware=hardware, backend=backend, fusion="")
+        return collect_kernels(module)
+
+
+def predicted_category(row) -> str:
+    ops = [o.split(".")[-1] for o in row.ops]
+    if row.kind == "conv":
+        return "conv"
+    if row.kind == "gemm":
+        return "gemm"
+    if "select_and_scatter" in ops or "scatter" in ops:
+        return "scatter"
+    if row.kind == "input":
+        return "reduce"
+    if row.kind == "loop" and ops and ops[-1] == "transpose":
+        return "transpose"
+    if row.kind == "loop":
+        return "elementwise"
+    return "other"
+
+
+def peer_predictions(hardware: str) -> dict:
+    out = {}
+    path = os.path.join(SHARED, "refs", "peer_predictions.csv")
+    if not os.path.exists(path) or hardware not in PEER_SYSTEM:
+        return out
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            if row["system"] == PEER_SYSTEM[hardware]:
+                out[(row["workload"], row["mode"])] = float(row["predicted_compute_s"]) * 1e3
+    return out
+
+
+# ---------------------------------------------------------------------------
+# sections
+# ---------------------------------------------------------------------------
+
+
+def measured_steps(runs: dict) -> dict:
+    """{(model, mode): {"ms": back-to-back mean (or median of single steps), "repeat_ms": ...}}"""
+    out: dict = {}
+    for run_name, res in runs.items():
+        for key, rec in res.get("steps", {}).items():
+            if "step_s" not in rec:
+                continue
+            mode = rec["options"].get("mode", "train")
+            model = rec["options"]["model"]
+            s = rec["step_s"]
+            ms = 1e3 * s.get("back_to_back_mean", s["each_median"])
+            entry = out.setdefault((model, mode), {"runs": {}})
+            entry["runs"][run_name] = ms
+    for entry in out.values():
+        vals = list(entry["runs"].values())
+        entry["ms"] = vals[0]
+        entry["spread"] = (max(vals) - min(vals)) / min(vals) if len(vals) > 1 else None
+    return out
+
+
+def section_steps(args, runs, doc) -> None:
+    from costmodel.systems import load_system
+
+    hardware = load_system(args.system).hardware
+    steps = measured_steps(runs)
+    peer = peer_predictions(hardware)
+    print(f"== 1. Per-device step time on one {hardware}: measured vs predicted (compute; no collective) ==")
+    print(f"{'model':<12} {'mode':<9} {'measured':>9} {'hespas':>14} " + " ".join(f"{b:>17}" for b in args.backend))
+    errs = {b: [] for b in [*args.backend, "hespas"]}
+    closer = {b: 0 for b in args.backend}
+    rows = 0
+    keys = [(m, mode) for mode in ("train", "inference") for m in (*RESNETS, "llama3-100m", "llama3-1b")]
+    for model, mode in keys:
+        if (model, mode) not in steps:
+            continue
+        meas = steps[(model, mode)]["ms"]
+        hes = peer.get((model, mode))
+        cells = []
+        he = None
+        if hes is not None:
+            he = (hes - meas) / meas
+            errs["hespas"].append(abs(he))
+            cells.append(f"{hes:>7.1f} {100 * he:>+5.0f}%")
+        else:
+            cells.append(f"{'-':>14}")
+        path = workload(args.workloads, model, mode)
+        rec = {"model": model, "mode": mode, "measured_ms": meas, "measured_runs_ms": steps[(model, mode)]["runs"],
+               "hespas_ms": hes, "predicted_ms": {}}
+        rows += 1
+        for b in args.backend:
+            t0 = time.perf_counter()
+            p = predict(path, args.system, b)
+            e = (p.compute_ms - meas) / meas
+            errs[b].append(abs(e))
+            if he is not None and abs(e) < abs(he):
+                closer[b] += 1
+            rec["predicted_ms"][b] = p.compute_ms
+            rec.setdefault("kernel_count", {})[b] = p.kernel_count
+            rec.setdefault("tool_seconds", {})[b] = time.perf_counter() - t0
+            cells.append(f"{p.compute_ms:>9.1f}ms {100 * e:>+5.0f}%")
+        doc["steps"].append(rec)
+        print(f"{model:<12} {mode:<9} {meas:>7.2f}ms " + " ".join(cells))
+    print()
+    for b in ["hespas", *args.backend]:
+        if errs[b]:
+            line = f"MAPE {b:<11} {100 * sum(errs[b]) / len(errs[b]):5.1f}% over {len(errs[b])} rows"
+            if b in closer:
+                with_peer = sum(1 for r in doc["steps"] if r["hespas_ms"] is not None)
+                line += f"; closer than hespas on {closer[b]} of {with_peer} rows"
+            print(line)
+    for mode in ("train", "inference"):
+        for b in args.backend:
+            pred = [r["predicted_ms"][b] for r in doc["steps"] if r["mode"] == mode and r["model"] in RESNETS]
+            if len(pred) == len(RESNETS):
+                print(f"ordering resnet18 < ... < resnet200 ({mode}, {b}): {'holds' if pred == sorted(pred) else 'BROKEN'}")
+    spreads = [(k, v["spread"]) for k, v in steps.items() if v["spread"] is not None]
+    for (model, mode), spread in spreads:
+        print(f"run-to-run spread of the measurement, {model} {mode}: {100 * spread:.1f}% ({steps[(model, mode)]['runs']})")
+    print()
+
+
+def section_kernels(args, runs, doc) -> None:
+    from costmodel.systems import load_system
+
+    hardware = load_system(args.system).hardware
+    print("== 2. Kernels per step: measured (profiler) vs our formation; time by category, calibrated ==")
+    for run_name, res in runs.items():
+        traces = tar_members(os.path.join(args.data, run_name, "traces.tar"))
+        for fname, blob in sorted(traces.items()):
+            m = re.match(r"(.+?)_(train|inference)_1_device_(\d+)_steps", fname)
+            if not m or m.group(1) not in RESNETS or any(d["model"] == m.group(1) and d["mode"] == m.group(2)
+                                                         for d in doc["kernels"]):
+                continue
+            model, mode, steps = m.group(1), m.group(2), int(m.group(3))
+            meas = {c: 0.0 for c in (*CATEGORIES, "memory-op")}
+            count = 0
+            for name, dur in trace_kernels(blob):
+                c = measured_category(name)
+                meas[c] += dur / steps / 1e3
+                count += c != "memory-op"
+            rows = predicted_kernels(workload(args.workloads, model, mode), hardware)
+            pred = {c: 0.0 for c in CATEGORIES}
+            launches = 0
+            for r in rows:
+                pred[predicted_category(r)] += r.total_time_ns / 1e6
+                launches += r.launches * r.executions
+            rec = {"model": model, "mode": mode, "measured_kernels_per_step": count / steps,
+                   "predicted_launches": launches, "measured_ms": meas, "predicted_ms": pred}
+            doc["kernels"].append(rec)
+            print(f"{model} {mode}: {count / steps:.0f} kernels measured (+{meas['memory-op']:.2f} ms memsets/copies), "
+                  f"{launches:.0f} predicted")
+            print("   " + " ".join(f"{c:>12}" for c in CATEGORIES) + f" {'total':>9}")
+            print("   " + " ".join(f"{meas[c]:>10.2f}ms" for c in CATEGORIES) + f" {sum(meas.values()):>7.2f}ms measured")
+            print("   " + " ".join(f"{pred[c]:>10.2f}ms" for c in CATEGORIES) + f" {sum(pred.values()):>7.2f}ms calibrated")
+    print()
+
+
+HLO_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "s32": 4, "u32": 4, "u8": 1, "s8": 1, "pred": 1, "f64": 8, "s64": 8}
+
+
+def _hlo_type_bytes(text: str) -> int:
+    total = 0
+    for dt, dims in re.findall(r"\b(bf16|f16|f32|s32|u32|u8|s8|pred|f64|s64)\[([\d,]*)\]", text):
+        n = 1
+        for d in filter(None, dims.split(",")):
+            n *= int(d)
+        total += n * HLO_BYTES[dt]
+    return total
+
+
+def hlo_fusion_bytes(hlo: str) -> dict[str, int]:
+    """{kernel name: bytes of its operands + results} for the fusions of XLA's optimized
+    HLO ENTRY computation (an upper bound of what the kernel moves); the kernel names of
+    the profile are the fusion names with '.' -> '_'."""
+    entry = hlo[hlo.index("\nENTRY"):]
+    size, out = {}, {}
+    pat = re.compile(r"\s*(?:ROOT )?%([\w.\-]+) = (.*?) ([\w\-]+)\((.*?)\)(?:,|$)")
+    parsed = []
+    for line in entry.splitlines():
+        m = pat.match(line)
+        if m:
+            name, typ, op, operands = m.groups()
+            size[name] = _hlo_type_bytes(typ)
+            parsed.append((name, op, operands))
+    for name, op, operands in parsed:
+        if op == "fusion":
+            ins = sum(size.get(a.strip().lstrip("%"), 0) for a in operands.split(","))
+            out[name.replace(".", "_")] = ins + size[name]
+    return out
+
+
+def section_fusion_bandwidth(args, runs, doc) -> None:
+    """XLA's own fusion kernels (loop and input fusions), measured time against their
+    HLO bytes, by size: the per-kernel floor of small kernels and the bandwidth of big ones."""
+    print("== 2b. XLA's fusion kernels: measured time against their HLO bytes (operands + results) ==")
+    buckets = ((0, 1e6), (1e6, 1e7), (1e7, 1e8), (1e8, 1e9), (1e9, 1e12))
+    for run_name in runs:
+        traces = tar_members(os.path.join(args.data, run_name, "traces.tar"))
+        hlos = tar_members(os.path.join(args.data, run_name, "hlo.tar"))
+        for fname, blob in sorted(traces.items()):
+            m = re.match(r"(.+?)_(train|inference)_1_device_(\d+)_steps", fname)
+            hname = f"{m.group(1)}_{m.group(2)}_1_device.hlo.txt.gz" if m else None
+            if (not m or m.group(1) not in RESNETS or hname not in hlos or m.group(2) != "train"
+                    or any(r["model"] == m.group(1) for r in doc["fusion_bandwidth"])):
+                continue
+            steps = int(m.group(3))
+            nbytes = hlo_fusion_bytes(gzip.decompress(hlos[hname]).decode())
+            rows = [(nbytes[n], d) for n, d in trace_kernels(blob) if n in nbytes]
+            rec = {"model": m.group(1), "buckets": []}
+            cells = []
+            for lo, hi in buckets:
+                sel = sorted(d for b, d in rows if lo <= b < hi)
+                if not sel:
+                    continue
+                moved = sum(b for b, _d in rows if lo <= b < hi)
+                t_us = sum(sel)
+                rec["buckets"].append({"bytes_from": lo, "bytes_to": hi, "kernels_per_step": len(sel) / steps,
+                                       "ms_per_step": t_us / steps / 1e3, "median_us": sel[len(sel) // 2],
+                                       "GBps": moved / t_us / 1e3})
+                cells.append(f"{lo:.0e}-{hi:.0e} B: {len(sel) / steps:.0f} kernels, median {sel[len(sel) // 2]:.1f} us, "
+                             f"{moved / t_us / 1e3:.0f} GB/s")
+            doc["fusion_bandwidth"].append(rec)
+            print(f"{m.group(1)}: " + "; ".join(cells))
+    print()
+
+
+def section_micro(args, runs, doc) -> None:
+    import numpy as np
+
+    from costmodel.hardware import load_hardware
+    from costmodel.systems import load_system
+
+    hw = load_hardware(load_system(args.system).hardware)
+    cal = hw.calibration
+    micro: dict = {}
+    for res in runs.values():  # each microbenchmark from the run that has it; convolutions
+        for key, value in res.get("micro", {}).items():  # timed by the profiler win
+            kernel_timed = key == "conv" and value and "fwd_kernels" in value[0]
+            if key not in micro or kernel_timed:
+                micro[key] = value
+    if not micro:
+        return
+    print(f"== 3. Microbenchmarks against the calibration of {hw.name} ==")
+    out = doc["micro"]
+    if "launch" in micro:
+        ns = micro["launch"]["per_kernel_ns"]
+        out["launch_ns"] = ns
+        print(f"empty kernel (1000 in a chain, XLA): {ns:.0f} ns measured; spec kernel_launch_ns {cal['kernel_launch_ns']:.0f}")
+    if "bandwidth" in micro:
+        rows = micro["bandwidth"]
+        x = np.array([2 * r["bytes"] for r in rows], float)  # read + written
+        t = np.array([r["per_kernel_s"] for r in rows], float)
+        a, inv_b = np.linalg.lstsq(np.stack([np.ones_like(x), x], 1), t, rcond=None)[0]
+        out["stream_fit"] = {"a_us": a * 1e6, "B_GBps": 1 / inv_b / 1e9}
+        big = rows[-1]
+        print(f"streaming kernels y = y * a + b, 1 MiB..{big['bytes'] >> 20} MiB: t = {a * 1e6:.2f} us + bytes / "
+              f"{1 / inv_b / 1e9:.0f} GB/s (fit); largest {big['GBps_read_plus_written']:.0f} GB/s; spec "
+              f"{hw.memory_bandwidth_GBps:.0f} x {cal['memory_efficiency']} = "
+              f"{hw.memory_bandwidth_GBps * cal['memory_efficiency']:.0f} GB/s")
+    if "matmul" in micro:
+        peak = hw.matrix_peak_TFLOPS.get("bf16")
+        cells = ", ".join(f"{r['m']}: {r['TFLOPS']:.0f}" for r in micro["matmul"])
+        print(f"bf16 matmul TFLOP/s {cells}; spec {peak} x {cal['matrix_efficiency']} = {peak * cal['matrix_efficiency']:.0f}")
+    if "conv" in micro:
+        print(f"{'convolution':<22} " + " ".join(f"{w + ' ms':>21}" for w in ("fwd", "bwd_input", "bwd_filter")))
+        errs = []
+        out["conv"] = []
+        for row in micro["conv"]:
+            preds = conv_predictions(row, args.system)
+            cells = []
+            for what in ("fwd", "bwd_input", "bwd_filter"):
+                m_ms = row[f"{what}_s"] * 1e3
+                p_ms = preds[what]
+                errs.append(abs(p_ms - m_ms) / m_ms)
+                cells.append(f"{m_ms:>6.3f} vs {p_ms:>6.3f} {100 * (p_ms - m_ms) / m_ms:>+4.0f}%")
+            out["conv"].append({"name": row["name"], "measured_ms": {w: row[f"{w}_s"] * 1e3 for w in preds},
+                                "predicted_ms": preds})
+            print(f"{row['name']:<22} " + " ".join(cells))
+        timed = "GPU kernel time per call, profiled" if "fwd_kernels" in micro["conv"][0] else "wall time per call"
+        print(f"convolutions: calibrated MAPE {100 * sum(errs) / len(errs):.1f}% over {len(errs)} kernels "
+              f"(measured: {timed}; each convolution alone)")
+    print()
+
+
+def conv_predictions(row: dict, system: str) -> dict:
+    """The calibrated backend's time of the measured convolution, its input gradient and
+    its filter gradient, each lowered by jax as gpu_measure.py ran it."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    b, h, w, cin, cout, k, s = (row[x] for x in ("batch", "h", "w", "c_in", "c_out", "kernel", "stride"))
+
+    def conv(x, wt):
+        return lax.conv_general_dilated(x, wt, (s, s), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    x = jax.ShapeDtypeStruct((b, h, w, cin), jnp.bfloat16)
+    wt = jax.ShapeDtypeStruct((k, k, cin, cout), jnp.bfloat16)
+    y = jax.eval_shape(conv, x, wt)
+    g = jax.ShapeDtypeStruct(y.shape, jnp.bfloat16)
+    fns = {
+        "fwd": (jax.jit(conv), (x, wt)),
+        "bwd_input": (jax.jit(lambda x, wt, g: jax.vjp(lambda x: conv(x, wt), x)[1](g)[0]), (x, wt, g)),
+        "bwd_filter": (jax.jit(lambda x, wt, g: jax.vjp(lambda wt: conv(x, wt), wt)[1](g)[0]), (x, wt, g)),
+    }
+    from costmodel.pipeline import predict_step
+
+    return {what: predict_step(fn.lower(*a).as_text(), system=system, backend="calibrated").compute_ms
+            for what, (fn, a) in fns.items()}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default=os.path.join(HERE, "data", "gpu", "h100-sxm"))
+    ap.add_argument("--system", default="h100-sxm-x4", help="system whose hardware was measured (default h100-sxm-x4)")
+    ap.add_argument("--workloads", default=os.path.join(HERE, "data", "workloads"))
+    ap.add_argument("--backend", action="append", help="default: roofline and calibrated")
+    ap.add_argument("--json", metavar="FILE")
+    ap.add_argument("--skip", action="append", default=[], choices=("steps", "kernels", "micro"))
+    args = ap.parse_args(argv)
+    args.backend = args.backend or ["roofline", "calibrated"]
+    runs = load_runs(args.data)
+    if not runs:
+        print(f"no measurements under {args.data}", file=sys.stderr)
+        return 1
+    env = next(iter(runs.values()))["env"]
+    print(f"measured on {', '.join(env.get('devices', []))} with jax {env.get('jax')} "
+          f"({', '.join(runs)}); predicted for {args.system}\n")
+    doc = {"system": args.system, "env": env, "steps": [], "kernels": [], "fusion_bandwidth": [], "micro": {}}
+    if "steps" not in args.skip:
+        section_steps(args, runs, doc)
+    if "kernels" not in args.skip:
+        section_kernels(args, runs, doc)
+    if "kernels" not in args.skip:
+        section_fusion_bandwidth(args, runs, doc)
+    if "micro" not in args.skip:
+        section_micro(args, runs, doc)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,539 @@
+#!/usr/bin/env python3
+"""Measure, on a real GPU, the kernels and training steps the cost model predicts (a
+benchmark run by hand on a machine with a GPU; never part of the tests).
+
+    OUT=/tmp/h100 python benchmarks/gpu_measure.py            # on the GPU machine
+    OUT=/tmp/smoke python benchmarks/gpu_measure.py --smoke   # anywhere: tiny sizes, CPU ok
+
+Writes under $OUT (each file rewritten after every part, so a run stopped by a time limit
+still leaves what it finished):
+
+- `results.json`: the machine (nvidia-smi, jax versions), the microbenchmarks and, per
+  ResNet, its training step on ONE device at the paper's per-device batch (global 1024
+  over 4 devices = 256, bf16, the step of costmodel.workloads.export with devices=1; the
+  cross-replica means are over one replica, so no collective runs): compile time, step
+  times (each step timed on its own, and 10 steps back to back), XLA's cost and memory
+  analyses, and a summary of a profiled run of 3 steps (kernels per step, kernel time
+  per step, by profiler line);
+- `hlo.tar`: XLA's optimized HLO of each step (`compiled.as_text()`, gzipped): the
+  GPU compiler's own fusion decisions, an oracle for costmodel.kernels;
+- `traces.tar`: the profiler's Perfetto traces (every kernel's name and duration).
+
+Microbenchmarks (each a sequence of kernels in one jitted function, separated by
+`lax.optimization_barrier` so XLA cannot fuse them; per-kernel time = wall time of
+the whole call / kernels, median over repeats):
+
+- `launch`: 1,000 kernels on a 4 KiB array: the time of a kernel that does ~nothing;
+- `bandwidth`: 20 kernels `y = y * a + b` (bf16) per size from 1 MiB to 1 GiB, bytes
+  read + written per kernel = 2 x size;
+- `matmul`: bf16 square products 1024..8192;
+- `conv`: the convolutions of ResNet-18/50 at batch 256 (bf16, NHWC/HWIO), forward,
+  gradient wrt the input and wrt the filter, each on its own: GPU kernel time per call
+  from a profile (`<what>_s`; the wall time per call, `<what>_wall_s`, has a floor of
+  host dispatch, tens of microseconds). Runs before 2026-11-27 02:10 stored the wall
+  time as `<what>_s`.
+
+benchmarks/gpu_eval.py reads these files (from benchmarks/data/gpu/<device>/) and sets
+the predictions beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import gzip
+import io
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+
+OUT = os.environ.get("OUT") or os.path.join(tempfile.gettempdir(), "gpu_measure")
+RESULTS: dict = {"env": {}, "micro": {}, "steps": {}, "errors": []}
+HLO: dict[str, bytes] = {}
+TRACES: dict[str, bytes] = {}
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def save() -> None:
+    os.makedirs(OUT, exist_ok=True)
+    tmp = os.path.join(OUT, ".results.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(RESULTS, f, indent=1, sort_keys=True)
+    os.replace(tmp, os.path.join(OUT, "results.json"))
+    for name, files in (("hlo.tar", HLO), ("traces.tar", TRACES)):
+        if not files:
+            continue
+        tmp = os.path.join(OUT, f".{name}.tmp")
+        with tarfile.open(tmp, "w") as tar:
+            for fname, data in sorted(files.items()):
+                info = tarfile.TarInfo(fname)
+                info.size = len(data)
+                info.mtime = 0
+                tar.addfile(info, io.BytesIO(data))
+        os.replace(tmp, os.path.join(OUT, name))
+
+
+def guarded(part: str):
+    def wrap(fn):
+        def run(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            except Exception as err:  # a failed part is recorded; the others still run
+                RESULTS["errors"].append({"part": part, "error": f"{type(err).__name__}: {err}",
+                                          "traceback": traceback.format_exc()[-4000:]})
+                log(f"{part} FAILED: {type(err).__name__}: {err}")
+            finally:
+                log(f"{part}: {time.perf_counter() - t0:.1f} s")
+                save()
+        return run
+    return wrap
+
+
+def wall_per_call(fn, args, repeats: int, inner: int = 1) -> dict:
+    """Median and min wall seconds of `inner` back-to-back calls (blocked at the end)."""
+    import jax
+
+    jax.block_until_ready(fn(*args))  # compiled and warm
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = None
+        for _ in range(inner):
+            out = fn(*args)
+        jax.block_until_ready(out)
+        times.append((time.perf_counter() - t0) / inner)
+    return {"median_s": statistics.median(times), "min_s": min(times), "repeats": repeats, "inner": inner}
+
+
+# ---------------------------------------------------------------------------
+# the machine
+# ---------------------------------------------------------------------------
+
+
+@guarded("env")
+def env() -> None:
+    import jax
+
+    e = RESULTS["env"]
+    e["jax"] = jax.__version__
+    try:
+        import jaxlib
+        import flax
+        import optax
+
+        e["jaxlib"], e["flax"], e["optax"] = jaxlib.__version__, flax.__version__, optax.__version__
+    except Exception as err:  # versions are informative only
+        e["versions_error"] = str(err)
+    e["devices"] = [f"{d.platform}:{d.device_kind}" for d in jax.devices()]
+    e["python"] = sys.version.split()[0]
+    e["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "")
+    e["nvidia_smi"] = nvidia_smi()
+
+
+def nvidia_smi() -> str:
+    if not shutil.which("nvidia-smi"):
+        return "nvidia-smi not found"
+    q = "name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu"
+    r = subprocess.run(["nvidia-smi", f"--query-gpu={q}", "--format=csv"], capture_output=True, text=True)
+    return (r.stdout or r.stderr).strip()
+
+
+# ---------------------------------------------------------------------------
+# microbenchmarks
+# ---------------------------------------------------------------------------
+
+
+def chain(n: int, body):
+    """jit(x -> body applied n times, an optimization barrier after each): n kernels."""
+    import jax
+    from jax import lax
+
+    def f(x):
+        for _ in range(n):
+            x = lax.optimization_barrier(body(x))
+        return x
+
+    return jax.jit(f)
+
+
+@guarded("micro.launch")
+def micro_launch(smoke: bool) -> None:
+    import jax.numpy as jnp
+
+    n = 100 if smoke else 1000
+    x = jnp.ones((2048,), jnp.bfloat16)  # 4 KiB
+    f = chain(n, lambda y: y * 1.0001 + 1)
+    r = wall_per_call(f, (x,), repeats=5 if smoke else 20)
+    r["kernels"] = n
+    r["per_kernel_ns"] = r["median_s"] / n * 1e9
+    RESULTS["micro"]["launch"] = r
+    log(f"launch: {r['per_kernel_ns']:.0f} ns per kernel")
+
+
+@guarded("micro.bandwidth")
+def micro_bandwidth(smoke: bool) -> None:
+    import jax.numpy as jnp
+
+    rows = []
+    sizes_log2 = range(20, 24) if smoke else range(20, 31)
+    n = 20
+    f = chain(n, lambda y: y * 1.0001 + 1)
+    for p in sizes_log2:
+        size = 2**p
+        x = jnp.ones((size // 2,), jnp.bfloat16)
+        r = wall_per_call(f, (x,), repeats=3 if smoke else 10)
+        per_kernel_s = r["median_s"] / n
+        rows.append({"bytes": size, "per_kernel_s": per_kernel_s,
+                     "GBps_read_plus_written": 2 * size / per_kernel_s / 1e9})
+        del x
+    RESULTS["micro"]["bandwidth"] = rows
+    log("bandwidth: " + ", ".join(f"{r['bytes'] >> 20}MiB {r['GBps_read_plus_written']:.0f}" for r in rows))
+
+
+@guarded("micro.matmul")
+def micro_matmul(smoke: bool) -> None:
+    import jax
+    import jax.numpy as jnp
+
+    rows = []
+    key = jax.random.PRNGKey(1)
+    for n in ((256, 512) if smoke else (1024, 2048, 4096, 8192)):
+        a = jax.random.normal(key, (n, n), jnp.bfloat16)
+        b = jax.random.normal(jax.random.fold_in(key, 1), (n, n), jnp.bfloat16)
+        f = jax.jit(lambda a, b: a @ b)
+        r = wall_per_call(f, (a, b), repeats=3 if smoke else 10, inner=5 if smoke else 20)
+        r.update(m=n, n=n, k=n, flops=2 * n**3, TFLOPS=2 * n**3 / r["median_s"] / 1e12)
+        rows.append(r)
+    RESULTS["micro"]["matmul"] = rows
+    log("matmul: " + ", ".join(f"{r['m']} {r['TFLOPS']:.0f}" for r in rows))
+
+
+def kernel_time_per_call(fn, args, calls: int) -> tuple[float, float]:
+    """(GPU kernel seconds per call, kernels per call) from a profile of `calls` calls:
+    the time the device spends in the call's kernels, without the host's dispatch (a
+    jitted call costs tens of microseconds on the host, more than a short kernel).
+    (0, 0) when the profile has no GPU line (on a CPU)."""
+    import jax
+
+    trace_dir = tempfile.mkdtemp(prefix="trace_micro_")
+    try:
+        with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+            out = None
+            for _ in range(calls):
+                out = fn(*args)
+            jax.block_until_ready(out)
+        found = glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True)
+        if not found:
+            return 0.0, 0.0
+        with gzip.open(found[0], "rt") as f:
+            data = json.load(f)
+        events = data["traceEvents"] if isinstance(data, dict) else data
+        gpu = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
+               and "gpu" in e["args"]["name"].lower()}
+        kernels = [e for e in events if e.get("ph") == "X" and e["pid"] in gpu
+                   and not e["name"].lower().startswith(("memset", "memcpy"))]
+        return sum(float(e.get("dur", 0)) for e in kernels) / calls / 1e6, len(kernels) / calls
+    finally:
+        shutil.rmtree(trace_dir, ignore_errors=True)
+
+
+# (name, H, W, C_in, C_out, kernel, stride): the convolutions of ResNet-18 and -50 at 224x224
+CONVS = [
+    ("stem_7x7_s2", 224, 224, 3, 64, 7, 2),
+    ("r18_56_3x3_64", 56, 56, 64, 64, 3, 1),
+    ("r18_28_3x3_128", 28, 28, 128, 128, 3, 1),
+    ("r18_14_3x3_256", 14, 14, 256, 256, 3, 1),
+    ("r18_7_3x3_512", 7, 7, 512, 512, 3, 1),
+    ("r18_56_3x3_s2_128", 56, 56, 64, 128, 3, 2),
+    ("r50_56_1x1_64_256", 56, 56, 64, 256, 1, 1),
+    ("r50_56_1x1_256_64", 56, 56, 256, 64, 1, 1),
+    ("r50_28_1x1_512_128", 28, 28, 512, 128, 1, 1),
+    ("r50_14_1x1_1024_256", 14, 14, 1024, 256, 1, 1),
+    ("r50_7_1x1_512_2048", 7, 7, 512, 2048, 1, 1),
+]
+
+
+@guarded("micro.conv")
+def micro_conv(smoke: bool) -> None:
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    batch = 2 if smoke else 256
+    rows = []
+    key = jax.random.PRNGKey(2)
+    for name, h, w, cin, cout, k, s in (CONVS[:2] if smoke else CONVS):
+        x = jax.random.normal(key, (batch, h, w, cin), jnp.bfloat16)
+        wt = jax.random.normal(jax.random.fold_in(key, 1), (k, k, cin, cout), jnp.bfloat16) * 0.05
+        pad = "SAME"
+
+        def conv(x, wt, s=s):
+            return lax.conv_general_dilated(x, wt, (s, s), pad, dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+        y = jax.eval_shape(conv, x, wt)
+        g = jax.random.normal(jax.random.fold_in(key, 2), y.shape, jnp.bfloat16)
+        oh, ow = y.shape[1], y.shape[2]
+        flops = 2 * batch * oh * ow * cout * cin * k * k  # one FMA = 2 flops
+        fwd = jax.jit(conv)
+        dx = jax.jit(lambda x, wt, g: jax.vjp(lambda x: conv(x, wt), x)[1](g)[0])
+        dw = jax.jit(lambda x, wt, g: jax.vjp(lambda wt: conv(x, wt), wt)[1](g)[0])
+        row = {"name": name, "batch": batch, "h": h, "w": w, "c_in": cin, "c_out": cout, "kernel": k,
+               "stride": s, "flops": flops}
+        for what, fn, args in (("fwd", fwd, (x, wt)), ("bwd_input", dx, (x, wt, g)), ("bwd_filter", dw, (x, wt, g))):
+            r = wall_per_call(fn, args, repeats=3 if smoke else 7, inner=3 if smoke else 10)
+            row[f"{what}_wall_s"] = r["median_s"]  # per call; bounded below by host dispatch
+            kernel_s, kernels = kernel_time_per_call(fn, args, calls=3 if smoke else 10)
+            row[f"{what}_kernels"] = kernels
+            row[f"{what}_s"] = kernel_s if kernel_s else r["median_s"]
+            row[f"{what}_TFLOPS"] = flops / row[f"{what}_s"] / 1e12
+        rows.append(row)
+        log(f"conv {name}: fwd {row['fwd_TFLOPS']:.0f}, dx {row['bwd_input_TFLOPS']:.0f}, "
+            f"dw {row['bwd_filter_TFLOPS']:.0f} TFLOP/s")
+    RESULTS["micro"]["conv"] = rows
+
+
+# ---------------------------------------------------------------------------
+# training steps
+# ---------------------------------------------------------------------------
+
+
+def summarize_trace(path: str, steps: int) -> dict:
+    """Per (process, thread) line of a Perfetto trace: events and summed duration per step."""
+    with gzip.open(path, "rt") as f:
+        data = json.load(f)
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    pname, tname = {}, {}
+    for e in events:
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            pname[e["pid"]] = e["args"]["name"]
+        elif e.get("ph") == "M" and e.get("name") == "thread_name":
+            tname[(e["pid"], e.get("tid"))] = e["args"]["name"]
+    lines: dict = {}
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        p = pname.get(e["pid"], str(e["pid"]))
+        if "host" in p.lower() and "gpu" not in p.lower():
+            continue
+        key = f"{p} | {tname.get((e['pid'], e.get('tid')), e.get('tid'))}"
+        line = lines.setdefault(key, {"events": 0, "dur_us": 0.0})
+        line["events"] += 1
+        line["dur_us"] += float(e.get("dur", 0))
+    return {k: {"events_per_step": v["events"] / steps, "ms_per_step": v["dur_us"] / steps / 1e3}
+            for k, v in sorted(lines.items())}
+
+
+TRACES_MAX_BYTES = 15 << 20  # one file back from the device machine: 16 MiB at most
+
+
+def profile(name: str, rec: dict, step, state, steps: int = 3):
+    """Profile `steps` calls of `state, out = step(state)`; keep the Perfetto trace (while the
+    traces stay under TRACES_MAX_BYTES) and its per-line summary in rec["profile"]."""
+    import jax
+
+    trace_dir = tempfile.mkdtemp(prefix=f"trace_{name}_")
+    with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+        out = None
+        for _ in range(steps):
+            state, out = step(state)
+        jax.block_until_ready((state, out))
+    found = glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True)
+    if found:
+        rec["profile"] = {"steps": steps, "lines": summarize_trace(found[0], steps)}
+        with open(found[0], "rb") as f:
+            data = f.read()
+        if sum(map(len, TRACES.values())) + len(data) <= TRACES_MAX_BYTES:
+            TRACES[f"{name}_1_device_{steps}_steps.perfetto.json.gz"] = data
+        else:
+            rec["profile"]["trace_not_kept"] = f"{len(data)} bytes would pass the {TRACES_MAX_BYTES}-byte limit"
+    else:
+        rec["profile"] = {"error": f"no perfetto trace under {trace_dir}"}
+    shutil.rmtree(trace_dir, ignore_errors=True)
+    return state
+
+
+def step_for(name: str, smoke: bool, mode: str = "train"):
+    import jax
+    import jax.numpy as jnp
+
+    from costmodel.workloads.export import ExportOptions, make_step, model_and_init
+
+    if smoke:
+        opts = ExportOptions(model=name, mode=mode, devices=1, global_batch=2, image_size=64, num_classes=10)
+    else:
+        opts = ExportOptions(model=name, mode=mode, devices=1, global_batch=256)  # the paper's per-device batch
+    device = jax.devices()[0]
+    _model, init = model_and_init(opts)
+    with jax.default_device(jax.devices("cpu")[0]):  # on the GPU, init's autotuning took minutes (resnet200)
+        state = jax.jit(init)()
+    state = jax.device_put(state, device)
+    dtype = jnp.bfloat16 if opts.dtype == "bf16" else jnp.float32
+    key = jax.random.PRNGKey(3)
+    b, s = opts.per_device_batch, opts.image_size
+    batch = {
+        "image": jax.device_put(jax.random.normal(key, (1, b, s, s, 3), dtype), device),
+        "label": jax.device_put(jax.random.randint(key, (1, b), 0, opts.num_classes, jnp.int32), device),
+    }
+    out_axes = (None, 0) if mode == "train" else 0
+    step = jax.pmap(make_step(opts), axis_name="batch", in_axes=(None, 0), out_axes=out_axes, devices=[device])
+    return opts, step, state, batch
+
+
+def run_step(name: str, smoke: bool, mode: str = "train") -> None:
+    import jax
+
+    rec = RESULTS["steps"].setdefault(name if mode == "train" else f"{name}_{mode}", {})
+    opts, step, state, batch = step_for(name, smoke, mode)
+    train = mode == "train"
+
+    def one(state):  # one step; returns (next state, what to block on)
+        if train:
+            return compiled(state, batch)
+        return state, compiled(state, batch)
+
+    rec["options"] = json.loads(opts.to_json())
+    t0 = time.perf_counter()
+    lowered = step.lower(state, batch)
+    rec["lower_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    compiled = lowered.compile()
+    rec["compile_s"] = time.perf_counter() - t0
+    log(f"{name}: compiled in {rec['compile_s']:.1f} s")
+    HLO[f"{name}_{mode}_1_device.hlo.txt.gz"] = gzip.compress(compiled.as_text().encode(), mtime=0)
+    try:
+        ca = compiled.cost_analysis()
+        ca = ca[0] if isinstance(ca, (list, tuple)) else ca
+        rec["xla_cost_analysis"] = {k: float(v) for k, v in (ca or {}).items()
+                                   if k in ("flops", "bytes accessed", "transcendentals", "optimal_seconds")}
+    except Exception as err:
+        rec["xla_cost_analysis_error"] = str(err)
+    try:
+        ma = compiled.memory_analysis()
+        rec["xla_memory_analysis"] = {k: int(getattr(ma, k)) for k in dir(ma)
+                                      if k.endswith("size_in_bytes") and not k.startswith("_")}
+    except Exception as err:
+        rec["xla_memory_analysis_error"] = str(err)
+    save()
+
+    for _ in range(3):  # warm-up (autotuning is done at compile time; first runs allocate)
+        state, out = one(state)
+    jax.block_until_ready((state, out))
+    each = []
+    for _ in range(3 if smoke else 10):
+        t0 = time.perf_counter()
+        state, out = one(state)
+        jax.block_until_ready((state, out))
+        each.append(time.perf_counter() - t0)
+    n = 3 if smoke else 10
+    t0 = time.perf_counter()
+    for _ in range(n):
+        state, out = one(state)
+    jax.block_until_ready((state, out))
+    rec["step_s"] = {"each_median": statistics.median(each), "each_min": min(each), "each": each,
+                     "back_to_back_mean": (time.perf_counter() - t0) / n, "back_to_back_steps": n}
+    rec["finite"] = bool(jax.numpy.isfinite(out["loss"] if train else out).all())
+    log(f"{name}: step {rec['step_s']['each_median'] * 1e3:.2f} ms (median of {len(each)}), "
+        f"back to back {rec['step_s']['back_to_back_mean'] * 1e3:.2f} ms")
+    save()
+
+    state = profile(f"{name}_{mode}", rec, one, state)
+    rec["nvidia_smi_after"] = nvidia_smi()
+
+
+def run_llama(name: str, smoke: bool) -> None:
+    """A LLaMA-3 training step on one device, one sequence (the per-device work of the
+    4-device FSDP export, without its collectives): parameters random, AdamW state zero."""
+    import jax
+    import jax.numpy as jnp
+
+    from costmodel.workloads.export import LlamaExportOptions, lower_llama
+
+    rec = RESULTS["steps"].setdefault(name, {})
+    opts = LlamaExportOptions(model=name, mesh={"dp": 1, "fsdp": 1, "tp": 1}, global_batch=1,
+                              seq_len=128 if smoke else 2048, layers=2 if smoke else None)
+    rec["options"] = json.loads(opts.to_json())
+    t0 = time.perf_counter()
+    lowered = lower_llama(opts, jax.devices()[:1])
+    rec["lower_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    compiled = lowered.compile()
+    rec["compile_s"] = time.perf_counter() - t0
+    log(f"{name}: compiled in {rec['compile_s']:.1f} s")
+    HLO[f"{name}_train_1_device.hlo.txt.gz"] = gzip.compress(compiled.as_text().encode(), mtime=0)
+    key = jax.random.PRNGKey(4)
+    infos, tree = jax.tree_util.tree_flatten(lowered.args_info[0])  # (params, opt_state, batch)
+    arrays = []
+    for i, a in enumerate(infos):
+        k = jax.random.fold_in(key, i)
+        if jnp.issubdtype(a.dtype, jnp.integer):
+            arrays.append(jax.random.randint(k, a.shape, 0, 1000, a.dtype))
+        else:
+            arrays.append((jax.random.normal(k, a.shape, jnp.float32) * 0.02).astype(a.dtype))
+    params, opt_state, batch = jax.tree_util.tree_unflatten(tree, arrays)
+    opt_state = jax.tree_util.tree_map(jnp.zeros_like, opt_state)
+    for _ in range(3):
+        params, opt_state, metrics = compiled(params, opt_state, batch)
+    jax.block_until_ready(metrics)
+    each = []
+    for _ in range(3 if smoke else 10):
+        t0 = time.perf_counter()
+        params, opt_state, metrics = compiled(params, opt_state, batch)
+        jax.block_until_ready(metrics)
+        each.append(time.perf_counter() - t0)
+    rec["step_s"] = {"each_median": statistics.median(each), "each_min": min(each), "each": each}
+    rec["finite"] = bool(jnp.isfinite(metrics["loss"]).all())
+    log(f"{name}: step {rec['step_s']['each_median'] * 1e3:.2f} ms")
+    save()
+    def llama_step(st):
+        p, o, m = compiled(*st, batch)
+        return (p, o), m
+
+    profile(f"{name}_train", rec, llama_step, (params, opt_state))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes (a check of the script, any machine)")
+    ap.add_argument("--models", default="resnet18,resnet50,resnet34,resnet101,resnet200")
+    ap.add_argument("--llama", default="llama3-100m", help="LLaMA-3 models to time on one device (comma-separated)")
+    ap.add_argument("--mode", choices=("train", "inference"), default="train", help="ResNet step (default train)")
+    ap.add_argument("--no-micro", action="store_true")
+    ap.add_argument("--micro", default="launch,bandwidth,matmul,conv", help="which microbenchmarks (comma-separated)")
+    args = ap.parse_args(argv)
+    log(f"writing to {OUT}")
+    RESULTS["argv"] = sys.argv[1:]
+    env()
+    models = [m for m in args.models.split(",") if m]
+    if models:
+        guarded(f"step.{models[0]}")(run_step)(models[0], args.smoke, args.mode)
+    if not args.no_micro:
+        chosen = set(args.micro.split(","))
+        for name, fn in (("launch", micro_launch), ("bandwidth", micro_bandwidth), ("matmul", micro_matmul),
+                         ("conv", micro_conv)):
+            if name in chosen:
+                fn(args.smoke)
+    for name in models[1:]:
+        guarded(f"step.{name}")(run_step)(name, args.smoke, args.mode)
+    for name in [m for m in args.llama.split(",") if m]:
+        guarded(f"step.{name}")(run_llama)(name, args.smoke)
+    save()
+    log(f"done; {len(RESULTS['errors'])} part(s) failed")
+    return 1 if RESULTS["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
