@@ -46,6 +46,8 @@ class PassOption:
     # are always finite, and ints fit in int64 (IR attributes are i64).
     minimum: float | None = None
     maximum: float | None = None
+    # str options: checks the value (raises InputError with a one-line reason)
+    validate: Callable[[str], Any] | None = None
 
 
 @dataclasses.dataclass
@@ -177,6 +179,11 @@ def _convert(info: PassInfo, opt: PassOption, raw: str):
     else:
         if opt.choices is not None and raw not in opt.choices and raw != opt.default:
             raise InputError(f"{where} expects one of {', '.join(opt.choices)}, got '{raw}'")
+        if opt.validate is not None:
+            try:
+                opt.validate(raw)
+            except InputError as err:
+                raise InputError(f"{where}: {err}") from None
         return raw
     if (opt.minimum is not None and value < opt.minimum) or (opt.maximum is not None and value > opt.maximum):
         raise _range_error(info, opt, raw)

@@ -13,6 +13,7 @@ every op of a kernel carries `costmodel.kernel = <id>`, the kernel's root op car
 from __future__ import annotations
 
 from costmodel.backends import BackendError, make_backend
+from costmodel.branches import parse_policy
 from costmodel.engine import CostEngine
 from costmodel.hardware import SpecError, load_hardware
 from costmodel.ir import InputError, ir
@@ -37,6 +38,7 @@ def annotate_module(
     session: PassSession | None = None,
     formation_cache: dict | None = None,
     inline: bool = False,
+    branch: str | int = "max",
 ) -> CostEngine:
     """What the pass does, callable in-process (`costmodel kernels`, `predict`).
     Raises InputError for a bad hardware, backend or fusion name."""
@@ -66,6 +68,7 @@ def annotate_module(
         fusion=policy,
         formation_cache=formation_cache,
         kernel_former=former,
+        branch=parse_policy(branch),
     )
     engine.run(module)
     if former is not None:
@@ -100,6 +103,7 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
         backend_options=options["extra"],
         session=session,
         inline=options["inline"],
+        branch=options["branch"],
     )
 
 
@@ -121,7 +125,17 @@ INFO = register_pass(
                 "",
                 "kernel formation: xla-gpu, xla-tpu, iree (IREE's dispatch regions for llvm-cpu; calls are "
                 "inlined first) or none (every op its own kernel); default: the compiler that targets the "
-                "hardware (TPU: xla-tpu, cpu: none, GPUs: xla-gpu)",
+                "hardware (TPU and host-cpu: xla-tpu, cpu: none, GPUs: xla-gpu)",
+            ),
+            PassOption(
+                "branch",
+                str,
+                "max",
+                "which branch of a stablehlo.case/if counts: max (the costliest, by predicted time), mean (each of "
+                "N branches with weight 1/N), a branch index (out of range: the last, as case runs it), or xla "
+                "(each count its maximum over the branches, as XLA's cost analysis; otherwise as max); the kernel "
+                "report, memory, collectives and the Chakra trace follow the same choice",
+                validate=parse_policy,
             ),
             PassOption(
                 "inline",

@@ -128,9 +128,17 @@ def _collective_attr(info: CollectiveInfo, algorithm: str, time_ns: float, execu
             "mode": ir.StringAttr.get(info.mode),
             "algorithm": ir.StringAttr.get(algorithm),
             "time_ns": f64_attr(time_ns),
-            "executions": count_attr(executions),
+            "executions": _expected(executions),
         }
     )
+
+
+def _expected(value):
+    """A count, or (annotate-cost's branch=mean: a collective in one of N branches runs
+    1/N times on average) an expected count as f64."""
+    if float(value).is_integer():
+        return count_attr(int(value))
+    return f64_attr(float(value))
 
 
 def _write_summary(module, system, system_name: str, per_kind: dict, ops: int, unsupported: int) -> None:
@@ -149,15 +157,15 @@ def _write_summary(module, system, system_name: str, per_kind: dict, ops: int, u
     if hw_spec is not None:  # what annotate-cost compares its hardware with (warn_recosting)
         entries["system_hardware"] = ir.StringAttr.get(hw_spec.name)
     entries["collective_ops"] = count_attr(ops)
-    entries["collective_count"] = count_attr(count)
-    entries["collective_bytes"] = count_attr(nbytes)
+    entries["collective_count"] = _expected(count)
+    entries["collective_bytes"] = _expected(nbytes)
     entries["comm_time_ns"] = f64_attr(t)
     entries["collectives"] = ir.DictAttr.get(
         {
             kind: ir.DictAttr.get(
                 {
-                    "count": count_attr(v["count"]),
-                    "bytes": count_attr(v["bytes"]),
+                    "count": _expected(v["count"]),
+                    "bytes": _expected(v["bytes"]),
                     "time_ns": f64_attr(v["time_ns"]),
                 }
             )

@@ -3,20 +3,30 @@ each device runs, with its collectives, using Shardy's own passes.
 
     stablehlo-opt train_step.mlir --propagate-shardings --annotate-cost
 
-Steps (all but the first are Shardy passes registered in the bindings):
-1. GSPMD input (`mhlo.sharding` strings) is converted to `sdy.mesh` + `sdy.sharding`
-   (`costmodel.gspmd.convert_module`); a module with Shardy shardings is taken as is.
-2. `sdy-propagation-pipeline` (import incl. `sdy-import-func-calls`, propagation, export).
-3. `func.func(sdy-insert-explicit-reshards{enable-full-version=true}, sdy-reshard-to-collectives)`:
-   every reshard becomes an `sdy` collective (all_gather, all_slice, all_reduce,
-   all_to_all, collective_permute) on global shapes.
-4. (per-device=true, the default) `sdy-convert-global-to-local`: local shapes, the `sdy`
-   collectives become `stablehlo` collectives with replica_groups, channel handles and
-   use_global_device_ids; `mhlo.num_partitions` (the mesh size) and `mhlo.num_replicas = 1`
-   are set on the module; an all_reduce whose every user dynamic-slices 1/n of it becomes
-   a reduce_scatter (option reduce-scatter, XLA GPU/TPU's ReduceScatterCreator; FSDP
-   gradients), and the unit attribute `costmodel.partitioned` marks it as the
-   per-device program (running the pass again leaves it unchanged, with a warning).
+Steps (docs/sharding.md has the long version):
+1. GSPMD input (`mhlo.sharding` strings, shard_map regions included) is converted to
+   `sdy.mesh` + `sdy.sharding` + `sdy.manual_computation` (`costmodel.gspmd`); a module
+   with Shardy shardings is taken as is.
+2. Private calls inlined; the program put in the form XLA's HLO import gives Shardy
+   (`costmodel.xla_spmd`: size-1 broadcasts as reshapes, post-order op order); CHLO
+   expanded.
+3. `sdy-propagation-pipeline`.
+4. dot_general / dynamic_slice operands resharded as XLA's SPMD partitioner does
+   (`costmodel.xla_spmd`), then `sdy-insert-explicit-reshards{enable-full-version=true}`
+   and `sdy-reshard-to-collectives`: every reshard an `sdy` collective on global shapes;
+   identical collectives of one value merged.
+5. (per-device=true, the default) `sdy-pad-for-divisibility` and
+   `sdy-convert-global-to-local` (loop block arguments localised around it): local
+   shapes, `stablehlo` collectives with replica_groups, channel handles and
+   use_global_device_ids; `mhlo.num_partitions` / `mhlo.num_replicas = 1` set; an
+   all_reduce whose every user dynamic-slices 1/n of it becomes a reduce_scatter (option
+   reduce-scatter, XLA GPU/TPU's ReduceScatterCreator; FSDP gradients); the unit
+   attribute `costmodel.partitioned` marks the per-device program (running the pass
+   again leaves it unchanged, with a warning).
+
+With `isolate=true` (the default where os.fork exists) all of it runs in a forked child
+(`costmodel.isolation`): a CHECK failure inside Shardy is one error naming the stage,
+not a core dump.
 
 A module without any sharding (no `sdy.*` op or attribute, no `mhlo.sharding`) passes
 through unchanged. See docs/sharding.md.
@@ -26,19 +36,25 @@ from __future__ import annotations
 
 import math
 
-from costmodel import gspmd
-from costmodel.ir import ir, passmanager, walk_ops
+from costmodel import gspmd, xla_spmd
+from costmodel.ir import DiagnosticEngine, ir, passmanager, walk_ops
 from costmodel.partitioning import PARTITIONED_ATTR, is_marked_partitioned, mark_partitioned
 from costmodel.reshard_cse import merge_identical_collectives
 
 from . import PassError, PassInfo, PassOption, PassSession, register_pass
 
-PROPAGATE = (
-    "builtin.module(sdy-propagation-pipeline,"
-    "func.func(sdy-insert-explicit-reshards{enable-full-version=true},sdy-reshard-to-collectives))"
+# (stage name, pipeline): each runs on its own so that a crash names the pass
+LEGALIZE_CHLO = ("chlo-legalize-to-stablehlo", "builtin.module(func.func(chlo-legalize-to-stablehlo))")
+PROPAGATE = ("sdy-propagation-pipeline", "builtin.module(sdy-propagation-pipeline)")
+RESHARDS = (
+    "sdy-insert-explicit-reshards",
+    "builtin.module(func.func(sdy-insert-explicit-reshards{enable-full-version=true}))",
 )
-TO_LOCAL = "builtin.module(sdy-convert-global-to-local)"
-LEGALIZE_CHLO = "builtin.module(func.func(chlo-legalize-to-stablehlo))"
+TO_COLLECTIVES = ("sdy-reshard-to-collectives", "builtin.module(func.func(sdy-reshard-to-collectives))")
+# XLA pads a dimension its sharding does not divide; without this the conversion aborts
+# ("Check failed: localType Failed to compute local type due to non-divisible sharding")
+PAD = ("sdy-pad-for-divisibility", "builtin.module(func.func(sdy-pad-for-divisibility))")
+TO_LOCAL = ("sdy-convert-global-to-local", "builtin.module(sdy-convert-global-to-local)")
 
 # sdy ops that may remain in a per-device program
 _ALLOWED_SDY_LOCAL = {"sdy.mesh"}
@@ -65,6 +81,66 @@ def module_has_shardy(module: ir.Operation) -> bool:
                         if any(d[i].name.startswith("sdy.") for i in range(len(d))):
                             return True
     return False
+
+
+_LOCALIZE_MARK = "costmodel.localize_block_arg"
+
+
+def _mark_loop_block_args(module: ir.Operation) -> int:
+    """Before `sdy-convert-global-to-local`: route every sharded block argument of a
+    while loop through an identity `stablehlo.reshape` carrying the loop's sharding of
+    that value.
+
+    This jaxlib's conversion types a block argument only for func arguments; a while
+    loop's block arguments keep their global types while the ops in the body are
+    converted, and a collective whose operand is such an argument computes its local
+    result from the global operand (`lax.scan` over stacked, sharded parameters:
+    `all_to_all`/`all_gather` "inferred type(s) ... are incompatible with return
+    type(s)"). The marker's result gets its local type from its own sharding, so the
+    ops of the body see local operands; `_unmark_loop_block_args` removes the markers
+    once the block arguments have their local types. Returns the number of markers."""
+    n = 0
+    for op in list(walk_ops(module)):
+        if op.name != "stablehlo.while" or "sdy.sharding" not in op.attributes:
+            continue
+        per_value = ir.Attribute(op.attributes["sdy.sharding"])
+        shardings = xla_spmd.sharding_list(per_value)
+        if shardings is None or len(shardings) != len(op.results):
+            continue
+        for region in op.regions:
+            block = region.blocks[0]
+            first = block.operations[0] if len(block.operations) else None
+            for arg, sharding in zip(block.arguments, shardings):
+                if not xla_spmd.is_sharded(sharding) or arg.type.typeid != ir.RankedTensorType.static_typeid:
+                    continue
+                uses = [(u.owner, u.operand_number) for u in arg.uses]
+                if not uses:
+                    continue
+                with ir.InsertionPoint(first) if first is not None else ir.InsertionPoint(block), op.location:
+                    mark = ir.Operation.create(
+                        "stablehlo.reshape",
+                        results=[arg.type],
+                        operands=[arg],
+                        attributes={
+                            "sdy.sharding": ir.Attribute.parse(f"#sdy.sharding_per_value<[{sharding}]>"),
+                            _LOCALIZE_MARK: ir.UnitAttr.get(),
+                        },
+                    )
+                for owner, index in uses:
+                    owner = getattr(owner, "operation", owner)
+                    owner.operands[index] = mark.results[0]
+                n += 1
+    return n
+
+
+def _unmark_loop_block_args(module: ir.Operation) -> int:
+    n = 0
+    for op in list(walk_ops(module)):
+        if op.name == "stablehlo.reshape" and _LOCALIZE_MARK in op.attributes:
+            op.results[0].replace_all_uses_with(op.operands[0])
+            op.erase()
+            n += 1
+    return n
 
 
 def _fix_loop_block_types(module: ir.Operation) -> int:
@@ -94,8 +170,10 @@ def _fix_loop_block_types(module: ir.Operation) -> int:
 
 
 def _run_pipeline(
-    module: ir.Operation, pipeline: str, session: PassSession, what: str, fix_loops: bool = False
+    module: ir.Operation, stage: tuple[str, str], session: PassSession, progress, fix_loops: bool = False
 ) -> None:
+    what, pipeline = stage
+    progress.stage(what)
     diags = session.diagnostics
     before = sum(1 for d in diags.diagnostics if d.severity == "error")
     with module.context:
@@ -103,9 +181,12 @@ def _run_pipeline(
         if fix_loops:
             pm.enable_verifier(False)  # verified below, once the loops are fixed
         try:
+            if fix_loops:
+                _mark_loop_block_args(module)
             pm.run(module)
             if fix_loops:
                 _fix_loop_block_types(module)
+                _unmark_loop_block_args(module)
                 module.verify()
         except ir.MLIRError as err:
             after = sum(1 for d in diags.diagnostics if d.severity == "error")
@@ -247,6 +328,46 @@ def _mesh_sizes(module: ir.Operation) -> dict[str, int]:
 
 
 def run(module: ir.Operation, options: dict, session: PassSession) -> None:
+    """The pass. Shardy's passes abort the process on an internal CHECK failure, so with
+    `isolate=true` (the default where os.fork exists) everything runs in a forked child
+    (costmodel.isolation): a crash becomes one error naming the stage."""
+    from costmodel import isolation
+
+    if not options.get("isolate", True) or not isolation.isolation_available():
+        return _run(module, options, session, isolation.Progress())
+    diags = session.diagnostics
+
+    def work(child: ir.Operation, progress):
+        child_session = PassSession(
+            DiagnosticEngine(diags.source_name),
+            output_path=session.output_path,
+            input_path=session.input_path,
+            chunk_index=session.chunk_index,
+            cwd=session.cwd,
+        )
+        child_session.diagnostics.input_is_bytecode = diags.input_is_bytecode
+        # MLIR's own diagnostics (Shardy's warnings, verifier errors) into the child's engine
+        child.context.attach_diagnostic_handler(lambda d: child_session.diagnostics.add_mlir([d]) or True)
+        failure = None
+        try:
+            _run(child, options, child_session, progress)
+        except PassError as err:
+            failure = err
+            progress.send_module = False  # (maybe invalid IR; the run failed anyway)
+        return child_session.diagnostics.diagnostics, child_session.messages, failure
+
+    try:
+        found, messages, failure = isolation.run_isolated(module, work, source_name=diags.source_name)
+    except isolation.NativeCrash as crash:
+        diags.error(module.location, f"propagate-shardings: {crash}")
+        raise PassError("native crash") from None
+    diags.diagnostics.extend(found)
+    session.messages.extend(messages)
+    if failure is not None:
+        raise failure
+
+
+def _run(module: ir.Operation, options: dict, session: PassSession, progress) -> None:
     diags = session.diagnostics
     if is_marked_partitioned(module):
         # Partitioning the per-device program again would shard it a second time
@@ -260,6 +381,7 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
     if not has_sdy:
         if not gspmd.module_has_gspmd_shardings(module):
             return  # nothing sharded: unchanged
+        progress.stage("gspmd-to-shardy")
         if not gspmd.convert_module(module, diags):
             if not diags.has_errors:
                 diags.error(module.location, "propagate-shardings: cannot convert the GSPMD shardings")
@@ -271,15 +393,31 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
             "the mhlo.sharding strings are ignored",
         )
 
+    progress.stage("inline-calls")
     _inline_private_calls(module, session)
+    progress.stage("xla-import-form")
+    with module.context:
+        # the program as XLA's HLO import gives it to Shardy (costmodel.xla_spmd)
+        xla_spmd.broadcasts_as_hlo(module)
+        xla_spmd.order_as_hlo(module)
     if any(op.name.startswith("chlo.") for op in walk_ops(module)):
         # Shardy's global-to-local conversion has no rule for CHLO ops (chlo.square of a
         # layer norm): expand them into StableHLO first, as XLA's own import does.
-        _run_pipeline(module, LEGALIZE_CHLO, session, "CHLO to StableHLO")
-    _run_pipeline(module, PROPAGATE, session, "Shardy propagation and reshard-to-collectives")
+        _run_pipeline(module, LEGALIZE_CHLO, session, progress)
+    _run_pipeline(module, PROPAGATE, session, progress)
+    progress.stage("xla-strategies")
+    with module.context:
+        xla_spmd.dot_strategies(module)
+        xla_spmd.dynamic_slice_strategies(module)
+    _run_pipeline(module, RESHARDS, session, progress)
+    _run_pipeline(module, TO_COLLECTIVES, session, progress)
+    with module.context:
+        xla_spmd.merge_duplicate_reshards(module)
     if not options["per-device"]:
         return
-    _run_pipeline(module, TO_LOCAL, session, "sdy-convert-global-to-local", fix_loops=True)
+    _run_pipeline(module, PAD, session, progress)
+    _run_pipeline(module, TO_LOCAL, session, progress, fix_loops=True)
+    progress.stage("per-device-cleanup")
 
     leftovers = {}
     for op in walk_ops(module):
@@ -320,6 +458,13 @@ INFO = register_pass(
                 True,
                 "export to local (per-device) shapes with stablehlo collectives; false keeps global "
                 "shapes with sdy collectives",
+            ),
+            PassOption(
+                "isolate",
+                bool,
+                True,
+                "run Shardy in a forked child process, so that an internal CHECK failure of the native code "
+                "becomes one error naming the pass instead of a core dump (POSIX; false runs it in-process)",
             ),
             PassOption(
                 "reduce-scatter",

@@ -57,7 +57,12 @@ class Annotated:
 
 
 def run_annotate(
-    text: str, hardware: str = "h100-sxm", fusion: str = "none", backend: str = "roofline", inline: bool = False
+    text: str,
+    hardware: str = "h100-sxm",
+    fusion: str = "none",
+    backend: str = "roofline",
+    inline: bool = False,
+    branch: str | int = "max",
 ) -> Annotated:
     from costmodel.backends import make_backend
     from costmodel.engine import CostEngine
@@ -73,7 +78,7 @@ def run_annotate(
             inline_calls(module)
     hw = load_hardware(hardware)
     diags = DiagnosticEngine("<test>")
-    engine = CostEngine(make_backend(backend, hw, {}), hw.name, diags, backend_name=backend, fusion=fusion)
+    engine = CostEngine(make_backend(backend, hw, {}), hw.name, diags, backend_name=backend, fusion=fusion, branch=branch)
     totals = engine.run(module)
     return Annotated(module, engine, totals, diags.diagnostics)
 
@@ -81,3 +86,70 @@ def run_annotate(
 @pytest.fixture
 def annotate():
     return run_annotate
+
+
+# -- the profiled/learned backends: IREE on this host --------------------------------------
+@pytest.fixture(scope="session")
+def host_calibration(tmp_path_factory):
+    """A cache dir holding this host's measurements (quick ones: 64 MiB copies, one round
+    of IREE dispatch chains, one GEMM), measured once per session; skips without IREE."""
+    pytest.importorskip("iree.compiler", reason="needs the [iree] extra (iree-base-compiler)")
+    pytest.importorskip("iree.runtime", reason="needs the [iree] extra (iree-base-runtime)")
+    from costmodel.profiling.host import host_measurements
+
+    root = tmp_path_factory.mktemp("costmodel-cache")
+    old = os.environ.get("COSTMODEL_CACHE_DIR")
+    os.environ["COSTMODEL_CACHE_DIR"] = str(root)
+    try:
+        host_measurements(quick=True)
+    finally:
+        if old is None:
+            del os.environ["COSTMODEL_CACHE_DIR"]
+        else:
+            os.environ["COSTMODEL_CACHE_DIR"] = old
+    return root
+
+
+@pytest.fixture
+def profile_cache(host_calibration, tmp_path, monkeypatch):
+    """A fresh, empty measurement cache with the session's host measurements."""
+    import shutil
+
+    root = tmp_path / "cache"
+    shutil.copytree(host_calibration / "host", root / "host")
+    monkeypatch.setenv("COSTMODEL_CACHE_DIR", str(root))
+    return root
+
+
+# ---------------------------------------------------------------------------
+# Tests that need a real ASTRA-sim build ($ASTRA_SIM, docs/simulator.md)
+# ---------------------------------------------------------------------------
+
+_NO_ASTRA_SIM = "no real ASTRA-sim build: set $ASTRA_SIM to AstraSim_Analytical_Congestion_Unaware (docs/simulator.md)"
+
+
+def _have_astra_sim() -> bool:
+    real = os.environ.get("ASTRA_SIM")
+    return bool(real and os.path.isfile(real) and os.access(real, os.X_OK))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "real_astra_sim: needs a real ASTRA-sim build ($ASTRA_SIM)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if _have_astra_sim():
+        return
+    keep, drop = [], []
+    for item in items:
+        (drop if item.get_closest_marker("real_astra_sim") else keep).append(item)
+    if drop:
+        items[:] = keep
+        config.hook.pytest_deselected(items=drop)
+        config._costmodel_no_astra_sim = len(drop)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    n = getattr(config, "_costmodel_no_astra_sim", 0)
+    if n:
+        terminalreporter.write_line(f"{n} tests deselected: {_NO_ASTRA_SIM}")

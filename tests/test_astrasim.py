@@ -191,10 +191,10 @@ def test_cli_prints_the_teardown_warning_and_succeeds(tmp_path, monkeypatch, cap
 # -- a real ASTRA-sim build (docs/simulator.md says how to build one) ---------------------------------
 
 REAL = os.environ.get("ASTRA_SIM")
-needs_real = pytest.mark.skipif(
-    not (REAL and os.path.isfile(REAL) and os.access(REAL, os.X_OK)),
-    reason="no real ASTRA-sim build: set $ASTRA_SIM to AstraSim_Analytical_Congestion_Unaware (docs/simulator.md)",
-)
+# Needs a real build, which CI does not have (third-party code is never a CI dependency):
+# without $ASTRA_SIM these tests are deselected by tests/conftest.py, which says so in the
+# run's summary line; the fake-binary tests above always run.
+needs_real = pytest.mark.real_astra_sim
 
 
 def _uncalibrated(tmp_path, preset):

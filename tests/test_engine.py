@@ -6,6 +6,8 @@ import pytest
 
 from conftest import run_annotate
 
+from costmodel.ir import ir
+
 import jax  # noqa: E402  (the [test] extra installs it)
 import jax.numpy as jnp  # noqa: E402
 
@@ -36,11 +38,56 @@ def test_unknown_trip_count_warns_and_counts_once():
     assert any("trip count" in d.message for d in a.diagnostics)
 
 
-def test_cond_takes_max_branch():
-    text = jax.jit(lambda p, x: jax.lax.cond(p, lambda y: y @ y, lambda y: y + 1, x)).lower(jnp.array(True), jnp.ones((4, 4))).as_text()
-    a = run_annotate(text)
+def _cond_text(n: int = 256) -> str:
+    # branch 0: -y (elementwise, reads and writes n*n); branch 1: y @ y (reads 2 n*n, writes
+    # n*n, and 2 n^3 flops): the costliest on any hardware
+    return jax.jit(lambda p, x: jax.lax.cond(p, lambda y: y @ y, lambda y: -y, x)).lower(
+        jnp.array(True), jnp.ones((n, n))).as_text()
+
+
+def test_cond_takes_costliest_branch_by_default():
+    n = 256
+    a = run_annotate(_cond_text(n))
     case = a.ops("stablehlo.case")[0]
-    assert a.cost(case)["flops"] == 2 * 4 * 4 * 4
+    assert a.cost(case)["flops"] == 2 * n * n * n  # the matmul branch, one FMA = 2 flops
+    assert [float(x) for x in ir.DenseF64ArrayAttr(case.attributes["costmodel.branch_weights"])] == [0.0, 1.0]
+    assert ir.StringAttr(ir.DictAttr(a.module.attributes["costmodel.summary"])["branch"]).value == "max"
+
+
+def test_cond_branch_policies():
+    n = 256
+    add_flops, mm_flops = n * n, 2 * n * n * n  # -y (one flop per element); y @ y
+    text = _cond_text(n)
+    by = {}
+    for policy in ("max", "mean", 0, 1, 7, "xla"):
+        a = run_annotate(text, branch=policy)
+        case = a.ops("stablehlo.case")[0]
+        weights = [float(x) for x in ir.DenseF64ArrayAttr(case.attributes["costmodel.branch_weights"])]
+        by[policy] = (a.cost(case), weights, case.attributes["costmodel.cost"])
+    assert by[0][0]["flops"] == add_flops and by[0][1] == [1.0, 0.0]
+    assert by[1][0]["flops"] == mm_flops and by[1][1] == [0.0, 1.0]
+    assert by[7][1] == [0.0, 1.0]  # out of range: the last branch, as stablehlo.case runs it
+    assert by["mean"][1] == [0.5, 0.5] and by["mean"][0]["flops"] == (add_flops + mm_flops) // 2
+    times = {k: ir.FloatAttr(ir.DictAttr(v[2])["time_ns"]).value for k, v in by.items()}
+    assert times["mean"] == pytest.approx((times[0] + times[1]) / 2)
+    # xla: each count its own maximum (the negation reads no more than the matmul here)
+    assert by["xla"][0]["flops"] == mm_flops and by["xla"][1] == [0.0, 1.0]
+
+
+def test_cond_xla_counts_per_property():
+    """branch=xla: flops from one branch, transcendentals from the other (XLA's HandleConditional)."""
+    text = jax.jit(lambda p, x: jax.lax.cond(p, lambda y: y @ y, lambda y: jnp.exp(y), x)).lower(
+        jnp.array(True), jnp.ones((8, 8))).as_text()
+    a = run_annotate(text, branch="xla")
+    c = a.cost(a.ops("stablehlo.case")[0])
+    assert (c["flops"], c["transcendentals"]) == (2 * 8 * 8 * 8, 8 * 8)
+
+
+def test_bad_branch_policy_is_one_line():
+    from costmodel.ir import InputError
+
+    with pytest.raises(InputError, match="branch must be max, mean, xla or a branch index"):
+        run_annotate(_cond_text(4), branch="largest")
 
 
 def test_call_adds_callee_at_each_call_site():

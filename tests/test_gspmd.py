@@ -262,7 +262,7 @@ def test_convert_rank_mismatch(ctx):
     assert "has 3 data tile dimensions but the value has rank 2" in diags.diagnostics[0].message
 
 
-def test_convert_manual_region_is_rejected(ctx):
+def test_convert_manual_region_without_shard_to_full_is_rejected(ctx):
     text = """
 module {
   func.func @main(%arg0: tensor<64x16xf32> {mhlo.sharding = "{devices=[8,1]<=[8]}"}) -> tensor<8x16xf32> {
@@ -274,8 +274,11 @@ module {
 """
     ok, _, diags = _convert(ctx, text)
     assert not ok
-    assert "custom_call @SPMDFullToShardShape" in diags.diagnostics[0].message
-    assert "jax_use_shardy_partitioner=True" in diags.diagnostics[0].message
+    assert [d.message for d in diags.diagnostics] == [
+        "'func.return' uses a value of a GSPMD shard_map region (local shape, after @SPMDFullToShardShape) "
+        "that leaves it without @SPMDShardToFullShape"
+    ]
+    assert diags.diagnostics[0].line == 6
 
 
 def test_convert_explicit_and_maximal(ctx):

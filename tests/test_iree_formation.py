@@ -75,7 +75,7 @@ def summary(module) -> dict:
         if a.name in ("iree_placement", "unsupported_ops"):
             p = ir.DictAttr(a.attr)
             out[a.name] = {p[j].name: attr_number(p[j].attr) for j in range(len(p))}
-        elif a.name in ("fusion", "hardware", "backend"):
+        elif isinstance(a.attr, ir.StringAttr):
             out[a.name] = ir.StringAttr(a.attr).value
         elif a.name != "entry_functions":
             out[a.name] = attr_number(a.attr)

@@ -32,24 +32,71 @@ from costmodel.shapes import type_info  # noqa: E402
 HERE = os.path.dirname(__file__)
 GENERATE = os.path.join(HERE, "data", "sharded", "generate.py")
 
-CASES = [
-    "dp_mlp",
-    "tp_mlp",
-    "fsdp_mlp",
-    "fsdp_mlp_constrained",
-    "transformer_dp_tp",
-    "reshard_all_to_all",
-    "reshard_permute",
-    "shard_map",
-    "tp_mlp_gspmd",
-    "transformer_dp_tp_gspmd",
-    "reshard_all_to_all_gspmd",
-    "private_calls",
-]
-
-# What each case must contain (kind -> count), so that a case that silently lost its
-# collectives on both sides does not pass.
+# case -> what it must contain (kind -> count), so that a case that silently lost its
+# collectives on both sides does not pass. Every case's collectives equal XLA's: the
+# multiset of (kind, group size), per-kind operand bytes and the device groups.
 EXPECTED_KINDS = {
+    "dp_mlp": {"all_reduce": 2},
+    "tp_mlp": {"all_reduce": 1},
+    "fsdp_mlp": {"all_gather": 2},
+    "fsdp_mlp_constrained": {"all_gather": 2},
+    "transformer_dp_tp": {"all_reduce": 2},
+    "reshard_all_to_all": {"all_to_all": 1},
+    "reshard_permute": {"collective_permute": 1},
+    "shard_map": {"all_reduce": 1},
+    "tp_mlp_gspmd": {"all_reduce": 1},
+    "transformer_dp_tp_gspmd": {"all_reduce": 2},
+    "reshard_all_to_all_gspmd": {"all_to_all": 1},
+    "private_calls": {"all_reduce": 1},
+    "private_calls_gspmd": {"all_reduce": 1},
+    "tp_layernorm": {"all_reduce": 1},
+    "fsdp_train": {"all_gather": 4, "all_to_all": 3, "all_reduce": 1},
+    "fori_tp": {"all_reduce": 1},
+    "fori_tp_gspmd": {"all_reduce": 1},
+    # issue 10
+    "scan_dp": {"all_reduce": 2},
+    "scan_fsdp": {"all_gather": 4, "all_reduce": 2},
+    "scan_dp_tp": {"all_reduce": 4},
+    "scan_dp_tp_gspmd": {"all_reduce": 4},
+    "scan_layer_sharded": {"all_gather": 2},
+    "remat_dp_tp": {"all_reduce": 7},
+    "remat_dp_tp_gspmd": {"all_reduce": 7},
+    "custom_vjp_tp": {"all_reduce": 2},
+    "custom_vjp_tp_gspmd": {"all_reduce": 2},
+    "gqa_attention": {"all_reduce": 1},
+    "gqa_attention_gspmd": {"all_reduce": 1},
+    "gqa_train": {"all_reduce": 7, "all_gather": 2},
+    "gqa_train_gspmd": {"all_reduce": 7, "all_gather": 2},
+    "vocab_embed": {"all_reduce": 1},
+    "vocab_embed_gspmd": {"all_reduce": 1},
+    "vocab_embed_train": {"all_reduce": 7},
+    "vocab_embed_train_gspmd": {"all_reduce": 7},
+    "adamw_fsdp_donated": {"all_gather": 1, "all_reduce": 1},
+    "donated_dp": {"all_reduce": 1},
+    "adamw_fsdp_donated_gspmd": {"all_gather": 1, "all_reduce": 1},
+    "donated_dp_gspmd": {"all_reduce": 1},
+    "shard_map_gspmd": {"all_reduce": 1},
+    "shard_map_full": {"all_reduce": 1, "collective_permute": 1, "all_gather": 1},
+    "shard_map_full_gspmd": {"all_reduce": 1, "collective_permute": 1, "all_gather": 1},
+    "shard_map_partial": {"all_reduce": 1},
+    "shard_map_partial_gspmd": {"all_reduce": 1},
+    "uneven_constraint": {"all_gather": 2},
+    "uneven_constraint_gspmd": {"all_gather": 2},
+    "scan_remat_transformer": {"all_gather": 12, "all_reduce": 13},
+    "scan_remat_transformer_gspmd": {"all_gather": 12, "all_reduce": 13},
+}
+
+# Known differences, each tested for what it is (test_known_differences):
+# - mid_reshard(_gspmd): the reshard {} x {data, model} -> {data} x {model} is an all-gather-free
+#   all-to-all + collective-permute in both, the same count and bytes, but Shardy permutes
+#   first and exchanges over "data" ({0,4}, ...), XLA exchanges over pairs of "model"
+#   ({0,1}, ...) and permutes after.
+# - scan_dp_gspmd, scan_fsdp_gspmd: XLA propagates GSPMD shardings with GSPMD, we with Shardy;
+#   GSPMD's propagation through the while loop gives the stashed residuals another sharding.
+KNOWN_DIFFERENCES = ["mid_reshard", "mid_reshard_gspmd", "scan_dp_gspmd", "scan_fsdp_gspmd"]
+CASES = list(EXPECTED_KINDS)
+
+KINDS = {
     "dp_mlp": {"all_reduce": 2},
     "tp_mlp": {"all_reduce": 1},
     "fsdp_mlp": {"all_gather": 2},
@@ -111,10 +158,36 @@ def _groups_from_mesh_axes(module, text):
     return [list(map(int, g)) for g in arr]
 
 
-def collectives(module):
-    """[(kind, group_size, operand_bytes, groups (frozenset of frozensets), operand type)]"""
+def _reachable_ops(module):
+    """The ops @main runs, callees followed at each call site (hlo_to_stablehlo also keeps a
+    while loop's body and condition as private functions nobody calls: not counted)."""
+    funcs = {}
+    for op in module.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name == "func.func":
+            funcs[ir.StringAttr(op.attributes["sym_name"]).value] = op
+    stack = []
+
+    def visit(fn):
+        name = ir.StringAttr(fn.attributes["sym_name"]).value
+        assert name not in stack, f"recursive call to @{name}"
+        stack.append(name)
+        for op in _walk(fn):
+            yield op
+            if op.name == "func.call":
+                yield from visit(funcs[ir.FlatSymbolRefAttr(op.attributes["callee"]).value])
+        stack.pop()
+
+    yield from visit(funcs["main"])
+
+
+def collectives(module, groups_by_channel=None):
+    """[(kind, group_size, operand_bytes, groups (frozenset of frozensets), operand type)]
+    of the collectives that @main runs (statically: an op in a loop body counts once).
+    `groups_by_channel` (channel id -> groups, from XLA's HLO text) overrides groups
+    written as `replica_group_mesh_axes`, whose mesh lost its device order."""
     out = []
-    for op in _walk(module):
+    for op in _reachable_ops(module):
         if op.name not in KINDS:
             continue
         kind = op.name.split(".", 1)[1]
@@ -130,7 +203,11 @@ def collectives(module):
                 dense = ir.DenseIntElementsAttr(attr)
                 rows = np.array(dense).reshape(dense.type.shape).tolist()
             except ValueError:
-                rows = _groups_from_mesh_axes(module, str(attr))
+                channel = re.search(r"handle = (\d+)", str(op.attributes["channel_handle"])) if "channel_handle" in op.attributes else None
+                if groups_by_channel is not None and channel and channel.group(1) in groups_by_channel:
+                    rows = groups_by_channel[channel.group(1)]
+                else:
+                    rows = _groups_from_mesh_axes(module, str(attr))
             size = len(rows[0]) if rows else 0
             groups = frozenset(frozenset(r) for r in rows)
         out.append((kind, size, nbytes, groups, str(op.operands[0].type)))
@@ -152,7 +229,7 @@ def generated(tmp_path_factory):
     env.pop("XLA_FLAGS", None)
     env["JAX_PLATFORMS"] = "cpu"
     proc = subprocess.run(
-        [sys.executable, GENERATE, str(out), "--oracle", *CASES],
+        [sys.executable, GENERATE, str(out), "--oracle", *CASES, *KNOWN_DIFFERENCES],
         env=env,
         capture_output=True,
         text=True,
@@ -184,10 +261,23 @@ def _xla(ctx, path):
         return load_module(ctx, fh.read(), str(path))
 
 
+def xla_collectives(ctx, path):
+    """The collectives of XLA's partitioned program `<case>.xla.mlirbc`, with the device
+    groups of `<case>.xla.groups.json`."""
+    import json
+
+    groups = None
+    side = str(path)[: -len(".mlirbc")] + ".groups.json"
+    if os.path.exists(side):
+        with open(side) as fh:
+            groups = json.load(fh)
+    return collectives(_xla(ctx, path), groups)
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_collectives_match_xla_spmd_partitioner(generated, ctx, case):
     ours = collectives(_ours(ctx, generated / f"{case}.mlir"))
-    xla = collectives(_xla(ctx, generated / f"{case}.xla.mlirbc"))
+    xla = xla_collectives(ctx, generated / f"{case}.xla.mlirbc")
     o_kinds, o_bytes, o_groups = summary(ours)
     x_kinds, x_bytes, x_groups = summary(xla)
     assert o_kinds == x_kinds, f"{case}: kinds/group sizes differ: ours {o_kinds} xla {x_kinds}"
@@ -197,10 +287,29 @@ def test_collectives_match_xla_spmd_partitioner(generated, ctx, case):
     assert collections.Counter(k for k, *_ in ours) == expected
 
 
+def test_known_differences(generated, ctx):
+    """Where we and XLA differ, and how (KNOWN_DIFFERENCES)."""
+    for case in ("mid_reshard", "mid_reshard_gspmd"):
+        o_kinds, o_bytes, o_groups = summary(collectives(_ours(ctx, generated / f"{case}.mlir")))
+        x_kinds, x_bytes, x_groups = summary(xla_collectives(ctx, generated / f"{case}.xla.mlirbc"))
+        assert (o_kinds, o_bytes) == (x_kinds, x_bytes), case  # count and bytes equal
+        pairs_over_data = frozenset(frozenset((m, m + 4)) for m in range(4))
+        pairs_in_model = frozenset(frozenset((2 * k, 2 * k + 1)) for k in range(4))
+        assert o_groups[("all_to_all", pairs_over_data)] == 1 and x_groups[("all_to_all", pairs_in_model)] == 1, case
+    for case, xla_extra in (("scan_dp_gspmd", {"all_gather": 1}), ("scan_fsdp_gspmd", {"all_to_all": 2, "all_gather": 1})):
+        ours = collections.Counter(k for k, *_ in collectives(_ours(ctx, generated / f"{case}.mlir")))
+        xla = collections.Counter(k for k, *_ in xla_collectives(ctx, generated / f"{case}.xla.mlirbc"))
+        # we partition as XLA partitions the Shardy export of the same program ...
+        assert ours == collections.Counter(EXPECTED_KINDS[case.replace("_gspmd", "")]), case
+        # ... GSPMD propagation adds collectives around the loops
+        for kind, extra in xla_extra.items():
+            assert xla[kind] - ours[kind] >= extra, (case, kind)
+
+
 @pytest.mark.parametrize("case", ["reshard_all_to_all", "reshard_all_to_all_gspmd"])
 def test_all_to_all_operand_shape_differs_but_bytes_equal(generated, ctx, case):
     (ours,) = collectives(_ours(ctx, generated / f"{case}.mlir"))
-    (xla,) = collectives(_xla(ctx, generated / f"{case}.xla.mlirbc"))
+    (xla,) = xla_collectives(ctx, generated / f"{case}.xla.mlirbc")
     assert ours[4] == "tensor<8x64xf32>"  # Shardy: split_dimension=1, concat_dimension=0 on the local 2-D tile
     assert xla[4] == "tensor<8x8x8xf32>"  # XLA: reshaped so the split dimension is explicit
     assert ours[:4] == xla[:4]

@@ -23,6 +23,7 @@ import re
 from typing import Iterator
 
 from .commmodel import KINDS as COMM_KINDS
+from .branches import CASE_OPS, op_weights
 from .ir import ir
 from .shapes import type_info
 
@@ -675,7 +676,10 @@ def find_collectives(module, *, on_unknown_trip_count=None, on_recursion=None) -
     functions executes it: the product of enclosing `while` trip counts (from the while's
     `costmodel.cost` trip_count when annotate-cost ran, else inferred; 1 when unknown) summed
     over call sites (func.call, stablehlo.composite, mhlo.async_start called_computation).
-    Case/if branches each count once (an upper bound). Collectives in functions no public
+    Case/if branches count as annotate-cost's branch policy weighs them
+    (`costmodel.branch_weights`: the chosen branch once, the others not at all; under
+    `mean` 1/N each, a fractional count); without those weights each branch counts once
+    (an upper bound). Collectives in functions no public
     function reaches are yielded with multiplier 0. Each op is yielded once, in program order
     of first discovery.
     """
@@ -695,27 +699,37 @@ def find_collectives(module, *, on_unknown_trip_count=None, on_recursion=None) -
 
     def scan(region_owner, mult, colls, calls):
         for region in region_owner.regions:
-            for block in region.blocks:
-                for child in block.operations:
-                    child = child.operation
-                    name = child.name
-                    if name in _OP_KIND:
-                        colls.append((child, mult))
-                    callee_attr = None
-                    if name == "func.call":
-                        callee_attr = "callee"
-                    elif name == "stablehlo.composite":
-                        callee_attr = "decomposition"
-                    elif name.endswith("async_start") and "called_computation" in child.attributes:
-                        callee_attr = "called_computation"
-                    if callee_attr is not None and callee_attr in child.attributes:
-                        callee = ir.FlatSymbolRefAttr(child.attributes[callee_attr]).value
-                        calls.append((callee, mult, child))
-                    if child.regions:
-                        inner = mult
-                        if name in ("stablehlo.while", "mhlo.while"):
-                            trip = _trip_count(child, on_unknown_trip_count)
-                            inner = mult * trip
+            scan_region(region, mult, colls, calls)
+
+    def scan_region(region, mult, colls, calls):
+        for block in region.blocks:
+            for child in block.operations:
+                child = child.operation
+                name = child.name
+                if name in _OP_KIND:
+                    colls.append((child, mult))
+                callee_attr = None
+                if name == "func.call":
+                    callee_attr = "callee"
+                elif name == "stablehlo.composite":
+                    callee_attr = "decomposition"
+                elif name.endswith("async_start") and "called_computation" in child.attributes:
+                    callee_attr = "called_computation"
+                if callee_attr is not None and callee_attr in child.attributes:
+                    callee = ir.FlatSymbolRefAttr(child.attributes[callee_attr]).value
+                    calls.append((callee, mult, child))
+                if child.regions:
+                    inner = mult
+                    if name in ("stablehlo.while", "mhlo.while"):
+                        trip = _trip_count(child, on_unknown_trip_count)
+                        inner = mult * trip
+                    weights = op_weights(child) if name in CASE_OPS else None
+                    if weights is not None and len(weights) == len(child.regions):
+                        # (a branch the policy does not count: its collectives execute 0 times)
+                        for branch, w in zip(child.regions, weights):
+                            m = inner * w
+                            scan_region(branch, int(m) if float(m).is_integer() else m, colls, calls)
+                    else:
                         scan(child, inner, colls, calls)
 
     for name in order:

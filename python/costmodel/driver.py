@@ -313,11 +313,12 @@ def _mlir_step_error(step: Step, message: str, captured: str) -> str:
 _NEST_RE = re.compile(r"restricted to '([A-Za-z0-9_.]+)' on a PassManager intended to run on")
 
 
-def _add_mlir_step(pm, text: str) -> tuple[str, str] | None:
+def _add_mlir_step(pm, text: str, added: list | None = None) -> tuple[str, str] | None:
     """Add a pipeline element; None on success, else (error message, captured stderr).
 
     Like mlir-opt (implicit nesting), a pass that runs on a nested op kind
-    (`func.func`) given at the module level is nested for you.
+    (`func.func`) given at the module level is nested for you (the text added is
+    appended to `added`).
     """
     from costmodel.ir import captured_stderr
 
@@ -325,6 +326,8 @@ def _add_mlir_step(pm, text: str) -> tuple[str, str] | None:
         with captured_stderr() as cap:
             try:
                 pm.add(text)
+                if added is not None:
+                    added.append(text)
                 return None
             except Exception as err:  # ValueError / MLIRError from the parser
                 message = str(err)
@@ -333,6 +336,21 @@ def _add_mlir_step(pm, text: str) -> tuple[str, str] | None:
             return message, cap.text
         text = f"{m.group(1)}({text})"
     return message, cap.text
+
+
+_RISKY_RE = re.compile(r"(^|[(,\s])sdy-")
+
+
+def _resolve_mlir_step(text: str):
+    """The pipeline text (`builtin.module(...)`) one element becomes, nested like
+    `_add_mlir_step` nests it, or `_add_mlir_step`'s (error, captured) when it is bad."""
+    from costmodel.ir import passmanager
+
+    probe, added = passmanager.PassManager("builtin.module"), []
+    err = _add_mlir_step(probe, text, added)
+    if err is not None:
+        return err
+    return f"builtin.module({added[0]})"
 
 
 @dataclass
@@ -400,6 +418,17 @@ class Runner:
                 if s.kind == "ours":
                     pm.add(self._wrap(s, prep), name=s.text, argument=s.text)
                     continue
+                if _RISKY_RE.search(s.text):
+                    # Shardy's passes abort the process on an internal CHECK failure:
+                    # run them in a forked child (costmodel.isolation)
+                    from costmodel.isolation import isolation_available
+
+                    if isolation_available():
+                        resolved = _resolve_mlir_step(s.text)
+                        if isinstance(resolved, tuple):
+                            raise InputError(_mlir_step_error(s, *resolved))
+                        pm.add(self._wrap_isolated(s, resolved, prep), name=s.text, argument=s.text)
+                        continue
                 err_text = _add_mlir_step(pm, s.text)
                 if err_text is not None:
                     raise InputError(_mlir_step_error(s, *err_text))
@@ -440,6 +469,25 @@ class Runner:
                     f"internal error in pass '{step.text}' (please report): {err!r}\n"
                     + traceback.format_exc().rstrip(),
                 )
+                pass_.signal_pass_failure()
+
+        return _run
+
+    @staticmethod
+    def _wrap_isolated(step: Step, pipeline: str, prep: Prepared):
+        """An MLIR pipeline element run in a forked child: a native crash becomes one
+        error naming the pass (`sdy-convert-global-to-local crashed (SIGABRT: Check
+        failed: ...)`), not a core dump."""
+        from costmodel.isolation import NativeCrash, run_pipeline_isolated
+
+        def _run(op, pass_):
+            try:
+                ok = run_pipeline_isolated(op, pipeline, step.text, prep.diags)
+            except NativeCrash as crash:
+                prep.diags.error(op.location, str(crash))
+                ok = False
+            if not ok:
+                prep.failures.append(RuntimeError(step.text))
                 pass_.signal_pass_failure()
 
         return _run

@@ -211,15 +211,24 @@ class CostEngine:
         fusion: str = "none",
         formation_cache: dict | None = None,
         kernel_former=None,
+        branch: str | int = "max",
     ):
+        from .branches import parse_policy
+
         self.backend = backend
         # kernels formed elsewhere (fusion=iree: IREE's dispatch regions): an object with
         # form(nodes) -> [Kernel] per block and summary() -> extra summary entries
         self.kernel_former = kernel_former
+        # which branch of a case/if counts (costmodel.branches): max, mean or an index
+        self.branch = parse_policy(branch)
         # kernel formation policy: "none" (every op its own kernel, no kernel attributes),
         # "xla-gpu", "xla-tpu"; "given" is chosen for modules XLA already fused.
         self.fusion = fusion
         self.policy = fusion
+        if fusion == "none" and getattr(backend, "kernels_only", False):
+            # a backend that measures or learns kernels (profiled, learned): every op is
+            # handed over as a kernel of its own (formation policy "none": no fusion)
+            self.fusion = "ops"
         self._next_kernel = 0
         self._leaf_cache: dict = {}
         # Kernel formation does not depend on the hardware or the backend: callers that
@@ -241,6 +250,7 @@ class CostEngine:
         self._i64 = None
         self._backend_attr = None
         self._decomp_cache: dict = {}
+        self.program_overhead_ns = 0.0
 
     # -- attributes -----------------------------------------------------------
     def _cnt(self, value: int):
@@ -299,6 +309,13 @@ class CostEngine:
                 if vis is None or ir.StringAttr(vis).value == "public":
                     total.add(t)
                     entries.append(name)
+            # backends that predict a whole program's run (profiled, learned) add what it
+            # pays once (one invocation of the runtime) on top of its kernels
+            overhead = getattr(self.backend, "program_overhead_ns", None)
+            self.program_overhead_ns = float(overhead()) if overhead is not None and entries else 0.0
+            if self.program_overhead_ns:
+                total.time_ns += self.program_overhead_ns
+                total.time_by_bound["overhead"] += self.program_overhead_ns
             self._write_summary(module, total, entries)
             from . import ir as ir_mod
 
@@ -329,6 +346,7 @@ class CostEngine:
             "op_count": self._cnt(self.op_count),
             "unsupported_count": self._cnt(sum(self.unsupported_ops.values())),
         }
+        d["branch"] = ir.StringAttr.get(str(self.branch))
         if self.fusion != "none":
             d["fusion"] = ir.StringAttr.get(self.policy)
             d["kernel_count"] = self._cnt(total.kernel_count)
@@ -339,6 +357,13 @@ class CostEngine:
                     d[key] = ir.DictAttr.get({k: self._cnt(v) for k, v in value.items()})
                 else:
                     d[key] = self._cnt(value) if isinstance(value, int) else ir.StringAttr.get(str(value))
+        if self.program_overhead_ns:
+            d["program_overhead_ns"] = f64_attr(self.program_overhead_ns)
+        stats = getattr(self.backend, "summary_stats", None)
+        if stats is not None:  # e.g. profiled: kernels measured / from cache / fallen back
+            d["backend_stats"] = ir.DictAttr.get(
+                {k: (f64_attr(v) if isinstance(v, float) else self._cnt(int(v))) for k, v in sorted(stats().items())}
+            )
         if self.unsupported_ops:
             d["unsupported_ops"] = ir.DictAttr.get(
                 {k: self._cnt(v) for k, v in sorted(self.unsupported_ops.items())}
@@ -626,6 +651,12 @@ class CostEngine:
             per.transcendentals += t.transcendentals
         return per
 
+    def _host_sync_ns(self) -> float:
+        """What one host round trip costs with this backend (0 for device-side control
+        flow; profiled/learned: IREE reads a loop condition or branch predicate back)."""
+        fn = getattr(self.backend, "host_sync_ns", None)
+        return float(fn()) if fn is not None else 0.0
+
     def _scan_length(self, op) -> int:
         return _scan_length_of(op)
 
@@ -661,6 +692,12 @@ class CostEngine:
             body = self.region_totals(op.regions[1])
             trip = infer_trip_count(op)
             t = Totals()
+            # a runtime that evaluates the condition on the host (IREE) waits for the
+            # device once per iteration: the backend says what that round trip costs
+            sync = self._host_sync_ns() * (trip if trip is not None else 1)
+            if sync:
+                t.time_ns += sync
+                t.time_by_bound["overhead"] += sync
             if trip is None:
                 self.diags.warning(
                     op.location,
@@ -676,21 +713,30 @@ class CostEngine:
             self._set_totals_attr(op, t, trip)
             return t
         if name in ("stablehlo.case", "stablehlo.if"):
-            # XLA HandleConditional: the maximum over the branches, per property.
+            # The branch policy (costmodel.branches): every property from the same branch
+            # (max: the costliest, <k>: branch k), or the mean over the branches. The
+            # weights go on the op for the kernel report, memory, collectives and Chakra.
+            from .branches import set_op_weights, weights_for
+
             branches = [self.region_totals(r) for r in op.regions]
+            weights = weights_for(self.branch, [b.time_ns for b in branches])
             t = Totals()
-            for b in branches:
-                t.flops = max(t.flops, b.flops)
-                t.transcendentals = max(t.transcendentals, b.transcendentals)
-                t.bytes_read = max(t.bytes_read, b.bytes_read)
-                t.bytes_written = max(t.bytes_written, b.bytes_written)
-                t.time_ns = max(t.time_ns, b.time_ns)
-                for k, v in b.time_by_bound.items():
-                    t.time_by_bound[k] = max(t.time_by_bound[k], v)
-                t.unsupported = max(t.unsupported, b.unsupported)
-                # the launches of the branch that runs (kernel formation on): the largest
-                t.kernel_count = max(t.kernel_count, b.kernel_count)
-                t.kernel_bytes = max(t.kernel_bytes, b.kernel_bytes)
+            for b, w in zip(branches, weights):
+                if w:
+                    t.add(b, int(w) if float(w).is_integer() else w)
+            if any(0 < w < 1 for w in weights):  # mean: whole counts
+                for f in ("flops", "transcendentals", "bytes_read", "bytes_written", "kernel_count", "kernel_bytes"):
+                    setattr(t, f, int(round(getattr(t, f))))
+            if self.branch == "xla":  # each count its maximum over the branches (XLA's cost analysis)
+                for f in ("flops", "transcendentals", "bytes_read", "bytes_written", "kernel_count", "kernel_bytes"):
+                    setattr(t, f, max([getattr(b, f) for b in branches] + [0]))
+            # an op we cannot cost in any branch stays flagged
+            t.unsupported = max([b.unsupported for b in branches] + [0])
+            sync = self._host_sync_ns()  # the predicate read back on the host (IREE)
+            if sync:
+                t.time_ns += sync
+                t.time_by_bound["overhead"] += sync
+            set_op_weights(op, weights)
             self._set_totals_attr(op, t)
             return t
         if name == "chlo.scan":

@@ -19,10 +19,10 @@ Two halves:
   share the mesh `["axis_0"=2, "axis_1"=4]`), `sdy.sharding` attributes, and
   `sdy.sharding_constraint` for `@Sharding` custom calls. Explicit device lists that are
   not an iota permutation get their own mesh with `device_ids`. `{maximal device=N}`
-  becomes a maximal mesh `<[], device_ids=[N]>`. GSPMD manual regions
-  (`@SPMDFullToShardShape` / `@SPMDShardToFullShape`, `{manual}`) are reported as
-  errors: export such programs with Shardy (`jax_use_shardy_partitioner=True`), which
-  emits `sdy.manual_computation`.
+  becomes a maximal mesh `<[], device_ids=[N]>`. GSPMD shard_map regions
+  (`@SPMDFullToShardShape` -> body -> `@SPMDShardToFullShape`, `{manual}` or
+  `last_tile_dims={manual, ...}`) become `sdy.manual_computation`, as the Shardy export
+  of the same program has them (docs/sharding.md).
 
 This module never builds an MLIR context; it works on the module it is given.
 """
@@ -557,10 +557,40 @@ class ConversionError(ValueError):
     pass
 
 
+def is_manual(s: HloSharding) -> bool:
+    """`{manual}`, or a tiled sharding with a manual subgroup (a partially manual
+    shard_map region)."""
+    if s.kind == "tuple":
+        return any(is_manual(e) for e in s.elements)
+    return s.kind == "manual" or (s.kind == "tiled" and "manual" in s.subgroup_types)
+
+
+def manual_axes(s: HloSharding, plan: MeshPlan) -> tuple[str, list[str]] | None:
+    """(mesh, axes) of the manual subgroup of a partially manual sharding; None for
+    `{manual}` (every axis of the mesh is manual)."""
+    if s.kind != "tiled":
+        return None
+    mesh, per_dim = plan.axes_of[str(s)]
+    names = []
+    for t, axes in zip(s.subgroup_types, per_dim[s.data_rank :]):
+        if t == "manual":
+            names.extend(axes)
+    return mesh, names
+
+
 def tensor_sharding_text(
-    s: HloSharding, rank: int, plan: MeshPlan, default_mesh: str = "mesh", open_dims: tuple[int, ...] = ()
-) -> str:
-    """`<@mesh, [{"axis_0"}, {}]>` for a (non-tuple) sharding of a rank-`rank` value."""
+    s: HloSharding,
+    rank: int,
+    plan: MeshPlan,
+    default_mesh: str = "mesh",
+    open_dims: tuple[int, ...] = (),
+    manual_ok: bool = False,
+) -> str | None:
+    """`<@mesh, [{"axis_0"}, {}]>` for a (non-tuple) sharding of a rank-`rank` value.
+
+    `manual_ok`: a sharding inside a shard_map region (converted to
+    `sdy.manual_computation`) names only the free axes: `{manual}` gives None (nothing
+    left to say), a partially manual sharding its tiling over the other axes."""
 
     def dims_text(per_dim: list[list[str]]) -> str:
         parts = []
@@ -576,6 +606,8 @@ def tensor_sharding_text(
     if s.kind == "maximal":
         return f"<@maximal_mesh_{s.device}, {dims_text([[] for _ in range(rank)])}>"
     if s.kind == "manual":
+        if manual_ok:
+            return None
         raise ConversionError(
             f"sharding '{s.text}' is manual (a GSPMD shard_map region); export the program with "
             "Shardy (jax_use_shardy_partitioner=True) to get sdy.manual_computation"
@@ -590,7 +622,7 @@ def tensor_sharding_text(
         )
     mesh, per_dim = plan.axes_of[str(s)]
     for t, names in zip(s.subgroup_types, per_dim[s.data_rank :]):
-        if t == "manual" and names:
+        if t == "manual" and names and not manual_ok:
             raise ConversionError(
                 f"sharding '{s.text}' is partially manual (last_tile_dims={{manual}}); export the program "
                 "with Shardy (jax_use_shardy_partitioner=True) to get sdy.manual_computation"
@@ -696,16 +728,16 @@ def convert_module(module: ir.Operation, diagnostics: DiagnosticEngine) -> bool:
             except ShardingParseError as err:
                 diagnostics.error(op.location, str(err))
                 ok = False
-        if op.name == "stablehlo.custom_call":
-            target = _str_attr(op.attributes["call_target_name"])
-            if target in _MANUAL_CALLS:
+        if op.name == "stablehlo.custom_call" and _str_attr(op.attributes["call_target_name"]) in _MANUAL_CALLS:
+            if SHARDING_ATTR not in op.attributes:
                 diagnostics.error(
                     op.location,
-                    f"custom_call @{target} (a GSPMD shard_map region) cannot be converted to Shardy; "
-                    "export the program with Shardy (jax_use_shardy_partitioner=True), which emits "
-                    "sdy.manual_computation",
+                    f"custom_call @{_str_attr(op.attributes['call_target_name'])} (a GSPMD shard_map boundary) "
+                    f"without {SHARDING_ATTR}",
                 )
                 ok = False
+            elif sites and sites[-1][1] == op:
+                sites[-1] = ("boundary",) + sites[-1][1:]
     if not ok:
         return False
     if not sites:
@@ -724,6 +756,11 @@ def convert_module(module: ir.Operation, diagnostics: DiagnosticEngine) -> bool:
     with module.context:
         for kind, op, index, s in sites:
             try:
+                if kind == "boundary":
+                    continue  # becomes part of an sdy.manual_computation below
+                if is_manual(s):
+                    edits.append(_manual_site_edit(kind, op, index, s, plan, default_mesh))
+                    continue
                 if kind in ("arg_attrs", "res_attrs"):
                     ins, outs = _func_types(op)
                     t = (ins if kind == "arg_attrs" else outs)[index]
@@ -829,8 +866,293 @@ def convert_module(module: ir.Operation, diagnostics: DiagnosticEngine) -> bool:
             elif kind == "op":
                 del op.attributes[SHARDING_ATTR]
                 op.attributes[SDY_SHARDING_ATTR] = attr
+            elif kind == "unwrap":  # a @Sharding {manual}: nothing left to constrain
+                op.results[0].replace_all_uses_with(op.operands[0])
+                op.erase()
+            elif kind == "drop_arg":
+                key = (op, index[0])
+                if key not in func_dicts:
+                    ins, outs = _func_types(op)
+                    func_dicts[key] = _func_attr_dicts(op, index[0], len(ins if index[0] == "arg_attrs" else outs))
+                func_dicts[key][index[1]].pop(SHARDING_ATTR, None)
             else:
                 del op.attributes[SHARDING_ATTR]
         for (op, kind), dicts in func_dicts.items():
             op.attributes[kind] = ir.ArrayAttr.get([ir.DictAttr.get(d) for d in dicts])
+        boundaries = [(op, s) for kind, op, _, s in sites if kind == "boundary"]
+        if boundaries and not _build_manual_computations(boundaries, plan, default_mesh, diagnostics):
+            return False
     return True
+
+
+def _manual_site_edit(kind, op, index, s: HloSharding, plan: MeshPlan, default_mesh: str):
+    """The edit for a sharding inside a GSPMD shard_map region: only its free axes are
+    kept (Shardy's `sdy.manual_computation` body names no manual axis)."""
+    if kind in ("arg_attrs", "res_attrs"):
+        ins, outs = _func_types(op)
+        t = (ins if kind == "arg_attrs" else outs)[index]
+        text = tensor_sharding_text(s, _rank(t) or 0, plan, default_mesh, manual_ok=True)
+        if text is None:
+            return ("drop_arg", op, (kind, index), None)
+        return (kind, op, index, ir.Attribute.parse("#sdy.sharding" + text))
+    results = list(op.results)
+    if op.name == "stablehlo.custom_call" and _str_attr(op.attributes["call_target_name"]) == "Sharding":
+        if s.kind == "tuple":
+            if len(s.elements) != 1:
+                raise ConversionError(f"tuple sharding '{s.text}' on a single-result @Sharding call")
+            s = s.elements[0]
+        rank = _rank(results[0].type)
+        text = tensor_sharding_text(s, rank or 0, plan, default_mesh, _unspecified_dims(op), manual_ok=True)
+        if text is None or not rank:
+            return ("unwrap", op, -1, None)
+        return ("constraint", op, -1, ir.Attribute.parse("#sdy.sharding" + text))
+    elems = s.elements if s.kind == "tuple" else (s,) * len(results)
+    parts = [tensor_sharding_text(e, _rank(r.type) or 0, plan, default_mesh, manual_ok=True) for r, e in zip(results, elems)]
+    if len(elems) != len(results) or any(p is None for p in parts) or not parts:
+        return ("drop", op, -1, None)
+    return ("op", op, -1, ir.Attribute.parse("#sdy.sharding_per_value<[" + ", ".join(parts) + "]>"))
+
+
+def _value_owner(v):
+    owner = v.owner
+    return getattr(owner, "operation", owner)
+
+
+def _build_manual_computations(boundaries, plan: MeshPlan, default_mesh: str, diagnostics: DiagnosticEngine) -> bool:
+    """Turn every GSPMD shard_map region into an `sdy.manual_computation`.
+
+    JAX's GSPMD lowering of `shard_map` is `@Sharding` (the input's sharding) ->
+    `@SPMDFullToShardShape` {manual} -> body (a call of the body function, on local
+    shapes) -> `@Sharding` {manual} -> `@SPMDShardToFullShape` (the output's sharding).
+    The body is every op of the block that uses, transitively, a FullToShard result,
+    up to the ShardToFull calls; regions sharing ops are one. The manual axes are the
+    FullToShard sharding's manual subgroup (`last_tile_dims={manual, ...}`) or, for
+    `{manual}`, every axis of the mesh."""
+    ok = True
+    groups: list = []  # (block, [(op, sharding, target)])
+    for op, s in boundaries:
+        target = _str_attr(op.attributes["call_target_name"])
+        for block, items in groups:
+            if block == op.block:
+                items.append((op, s, target))
+                break
+        else:
+            groups.append((op.block, [(op, s, target)]))
+    for block, items in groups:
+        block_ops = [o.operation for o in block.operations]
+        index = {o: i for i, o in enumerate(block_ops)}
+        fulls = [(op, s) for op, s, t in items if t == "SPMDFullToShardShape"]
+        to_fulls = [(op, s) for op, s, t in items if t == "SPMDShardToFullShape"]
+        # forward closure of each FullToShard result, stopping at ShardToFull calls
+        to_full_set = {op for op, _ in to_fulls}
+        comp_of: dict = {}  # op index -> component id
+        parent = list(range(len(fulls)))
+
+        def find(x):
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for k, (f, _) in enumerate(fulls):
+            stack = [f]
+            seen = {f}
+            while stack:
+                cur = stack.pop()
+                i = index[cur]
+                if i in comp_of and find(comp_of[i]) != find(k):
+                    parent[find(comp_of[i])] = find(k)
+                comp_of[i] = k
+                for r in cur.results:
+                    for use in r.uses:
+                        user = use.owner
+                        user = getattr(user, "operation", user)
+                        # the user op of this block that contains the use
+                        while user is not None and user not in index:
+                            user = user.parent
+                        if user is None or user in seen or user in to_full_set:
+                            continue
+                        seen.add(user)
+                        stack.append(user)
+        components: dict[int, dict] = {}
+        for k, (f, s) in enumerate(fulls):
+            components.setdefault(find(k), {"in": [], "out": [], "body": set()})["in"].append((f, s))
+        for i, k in comp_of.items():
+            if block_ops[i] not in {f for f, _ in fulls}:
+                components[find(k)]["body"].add(i)
+        for t, s in to_fulls:
+            producer = _value_owner(t.operands[0])
+            if isinstance(producer, ir.Operation) and producer in index and index[producer] in comp_of:
+                components[find(comp_of[index[producer]])]["out"].append((t, s))
+            else:
+                diagnostics.error(t.location, "custom_call @SPMDShardToFullShape whose operand does not come from a shard_map body")
+                ok = False
+        if not ok:
+            return False
+        terminator = block_ops[-1]
+        if terminator in index and index[terminator] in comp_of:
+            diagnostics.error(
+                terminator.location,
+                f"'{terminator.name}' uses a value of a GSPMD shard_map region (local shape, after "
+                "@SPMDFullToShardShape) that leaves it without @SPMDShardToFullShape",
+            )
+            return False
+        for comp in components.values():
+            if not _make_manual_computation(block, block_ops, index, comp, plan, default_mesh, diagnostics):
+                ok = False
+    return ok
+
+
+def _sharding_of_value(v, plan: MeshPlan, default_mesh: str) -> str | None:
+    """The sharding an sdy.sharding_constraint (the converted `@Sharding` in front of a
+    FullToShard call) gives a value, as `<@mesh, [...]>` text."""
+    owner = _value_owner(v)
+    if isinstance(owner, ir.Operation) and owner.name == "sdy.sharding_constraint":
+        return str(owner.attributes["sharding"])[len("#sdy.sharding") :]
+    return None
+
+
+def _make_manual_computation(block, block_ops, index, comp, plan, default_mesh, diagnostics) -> bool:
+    ins = sorted(comp["in"], key=lambda x: index[x[0]])
+    outs = sorted(comp["out"], key=lambda x: index[x[0]])
+    body = [block_ops[i] for i in sorted(comp["body"])]
+    where = ins[0][0]
+    in_texts, out_texts = [], []
+    for f, s in ins:
+        text = _sharding_of_value(f.operands[0], plan, default_mesh)
+        if text is None:
+            diagnostics.error(f.location, "custom_call @SPMDFullToShardShape without a @Sharding call in front: the shard_map input's sharding is unknown")
+            return False
+        in_texts.append(text)
+    for t, s in outs:
+        try:
+            rank = _rank(t.results[0].type)
+            out_texts.append(tensor_sharding_text(s, rank or 0, plan, default_mesh, _unspecified_dims(t)))
+        except ConversionError as err:
+            diagnostics.error(t.location, str(err))
+            return False
+    meshes = {re.match(r"<@([\w.$-]+)", x).group(1) for x in in_texts + out_texts}
+    if len(meshes) != 1:
+        diagnostics.error(where.location, f"shard_map inputs and outputs on different meshes ({', '.join(sorted(meshes))})")
+        return False
+    mesh = meshes.pop()
+    partial = [manual_axes(s, plan) for f, s in ins if s.kind == "tiled"]
+    if partial:
+        names = partial[0][1]
+        if any(p != partial[0] for p in partial):
+            diagnostics.error(where.location, "shard_map inputs with different manual axes")
+            return False
+    else:
+        names = [a for a, _ in plan.meshes[mesh][0]]
+    order = [a for a, _ in plan.meshes[mesh][0]]
+    names = sorted(set(names), key=order.index)
+    with where.location:
+        in_attr = ir.Attribute.parse("#sdy.sharding_per_value<[" + ", ".join(in_texts) + "]>")
+        out_attr = ir.Attribute.parse("#sdy.sharding_per_value<[" + ", ".join(out_texts) + "]>")
+        axes_attr = ir.Attribute.parse("#sdy<manual_axes{" + ", ".join(f'"{a}"' for a in names) + "}>")
+    # values the body uses from outside (other than FullToShard results): constants are cloned in
+    full_ops = {f for f, _ in ins}
+    body_set = set(body)
+    captured = []
+    for op in body:
+        for inner in [op] + list(walk_ops(op)):
+            for v in inner.operands:
+                owner = _value_owner(v)
+                if isinstance(owner, ir.Operation) and owner in index and owner not in body_set and owner not in full_ops:
+                    if len(owner.operands) or len(owner.regions):
+                        diagnostics.error(
+                            op.location,
+                            f"a shard_map body uses '{owner.name}' computed outside it on global shapes; cannot convert",
+                        )
+                        return False
+                    captured.append(owner)
+    # insert after the last input and every op the outputs' users need come later
+    anchor = max((f for f, _ in ins), key=lambda o: index[o])
+    with anchor.location, ir.InsertionPoint(anchor):
+        mc = ir.Operation.create(
+            "sdy.manual_computation",
+            results=[t.results[0].type for t, _ in outs],
+            operands=[f.operands[0] for f, _ in ins],
+            attributes={"in_shardings": in_attr, "out_shardings": out_attr, "manual_axes": axes_attr},
+            regions=1,
+        )
+    anchor.move_before(mc)
+    new_block = mc.regions[0].blocks.append(*[f.results[0].type for f, _ in ins], arg_locs=[f.location for f, _ in ins])
+    clones = {}
+    for c in dict.fromkeys(captured):
+        with ir.InsertionPoint(new_block):
+            clones[c] = c.clone()
+    for op in body:
+        new_block.append(op)
+    for c, copy in clones.items():
+        for r_old, r_new in zip(c.results, copy.results):
+            for op in body:
+                for inner in [op] + list(walk_ops(op)):
+                    for k, v in enumerate(inner.operands):
+                        if v == r_old:
+                            inner.operands[k] = r_new
+    for (f, _), arg in zip(ins, new_block.arguments):
+        f.results[0].replace_all_uses_with(arg)
+    ret_vals = []
+    for t, _ in outs:
+        v = t.operands[0]
+        owner = _value_owner(v)
+        if isinstance(owner, ir.Operation) and owner in full_ops:
+            v = new_block.arguments[[f for f, _ in ins].index(owner)]
+        ret_vals.append(v)
+    with anchor.location, ir.InsertionPoint(new_block):
+        ir.Operation.create("sdy.return", operands=ret_vals)
+    for (t, _), r in zip(outs, mc.results):
+        t.results[0].replace_all_uses_with(r)
+    for t, _ in outs:
+        t.erase()
+    for f, _ in ins:
+        f.erase()
+    _restore_dominance(block)
+    return True
+
+
+def _restore_dominance(block) -> None:
+    """Stable topological order of a block (an op before its users, otherwise the
+    program order), after a manual computation was built at its last input: a user of
+    an earlier output may have come before it."""
+    import heapq
+
+    ops = [o.operation for o in block.operations]
+    index = {o: i for i, o in enumerate(ops)}
+
+    def deps(op):
+        out = set()
+        for inner in [op] + list(walk_ops(op)):
+            for v in inner.operands:
+                owner = _value_owner(v)
+                while isinstance(owner, ir.Operation) and owner not in index:
+                    owner = owner.parent
+                if isinstance(owner, ir.Operation) and owner in index and owner != op:
+                    out.add(index[owner])
+        return out
+
+    before = [deps(op) for op in ops]
+    if all(all(d < i for d in ds) for i, ds in enumerate(before)):
+        return
+    users = [[] for _ in ops]
+    indeg = [len(ds) for ds in before]
+    for i, ds in enumerate(before):
+        for d in ds:
+            users[d].append(i)
+    ready = [i for i, n in enumerate(indeg) if n == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for u in users[i]:
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                heapq.heappush(ready, u)
+    if len(order) != len(ops):
+        return  # a cycle: left to the verifier
+    terminator = ops[-1]
+    for i in order:
+        if ops[i] != terminator:
+            ops[i].move_before(terminator)

@@ -337,13 +337,24 @@ def read_preset_or_file(kind: str, name: str) -> tuple[dict, str]:
             raise SpecError(f"{err} (read as a {noun} spec file: '{name}' is not a {noun} preset)") from None
     if not res.is_file():
         raise SpecError(
-            f"unknown {noun} '{name}' (known: {', '.join(list_presets(kind))}; or give a path to a .json file)"
+            f"unknown {noun} '{name}' (known: {', '.join(list_presets(kind) + (sorted(GENERATED_HARDWARE) if kind == 'hardware' else []))}; or give a path to a .json file)"
         )
     return json.loads(res.read_text()), f"{kind}/{name}.json"
 
 
 def list_hardware() -> list[str]:
     return list_presets("hardware")
+
+
+# Specs generated for the machine the tool runs on (costmodel.profiling.host): detected
+# and measured on first use, cached in the user cache dir.
+GENERATED_HARDWARE = {"host-cpu": "this machine's CPU, detected and measured (costmodel.profiling.host)"}
+
+
+def _generated_hardware(name: str) -> HardwareSpec:
+    from .profiling.host import host_cpu_json
+
+    return parse_hardware(host_cpu_json(), f"{name} (generated for this machine)")
 
 
 _HW_CACHE: dict[str, HardwareSpec] = {}
@@ -353,6 +364,10 @@ def load_hardware(name: str) -> HardwareSpec:
     """A preset by name (`h100-sxm`) or a user JSON file by path."""
     if name in _HW_CACHE:
         return _HW_CACHE[name]
+    if name in GENERATED_HARDWARE:
+        spec = _generated_hardware(name)
+        _HW_CACHE[name] = spec
+        return spec
     data, where = read_preset_or_file("hardware", name)
     spec = parse_hardware(data, where)
     if where != name:  # a preset (files are read again: they may change)

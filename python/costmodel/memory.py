@@ -394,10 +394,14 @@ class _Block:
         return LiveBuffer("region", f"{op.name} {label}".strip(), res.inner_peak, format_location(op.location, ""),
                           inner=list(res.live))
 
-    def _nested(self, op, i: int, res: _BlockResult | None, label: str, new_bytes: int, unhonored: int = 0) -> None:
+    def _nested(
+        self, op, i: int, res: _BlockResult | None, label: str, new_bytes: int, unhonored: int = 0,
+        inner_peak: int | None = None,
+    ) -> None:
         if res is None:
             return
-        self.extra[i] = max(0, res.inner_peak + unhonored - new_bytes)
+        peak = res.inner_peak if inner_peak is None else inner_peak
+        self.extra[i] = max(0, peak + unhonored - new_bytes)
         self.extra_temp[i] = max(0, res.temp_peak + unhonored - new_bytes)
         self.extra_live[i] = (self._region_entry(op, res, label), res)
 
@@ -418,15 +422,35 @@ class _Block:
         self._nested(op, i, best, "body" if best is body else "cond", 0)
 
     def case_op(self, op, i: int) -> None:
-        results = [r for r in (self.an.nested(op, k, "branch") for k in range(len(op.regions))) if r is not None]
+        from .branches import chosen, op_weights, weights_for
+
+        results = [self.an.nested(op, k, "branch") for k in range(len(op.regions))]
         new_bytes = 0
         for r in op.results:
             b = self.new_buffer(r, i, op)
             self.register(r, (b,))
             new_bytes += self.bufs[b].size
-        if results:
-            best = max(results, key=lambda x: x.inner_peak)
-            self._nested(op, i, best, f"branch {results.index(best)}", new_bytes)
+        present = [k for k, r in enumerate(results) if r is not None]
+        if not present:
+            return
+        # annotate-cost's branch choice (costmodel.branches); without it, this analysis's own
+        weights = op_weights(op)
+        if weights is None or len(weights) != len(results):
+            policy = self.an.branch
+            if policy == "max":  # not annotated: the branch of the largest peak
+                best = max(present, key=lambda k: results[k].inner_peak)
+                weights = [1.0 if k == best else 0.0 for k in range(len(results))]
+            else:
+                weights = weights_for(policy, [0.0] * len(results))
+        k = chosen(weights)
+        if k is not None:
+            if results[k] is not None:
+                self._nested(op, i, results[k], f"branch {k}", new_bytes)
+            return
+        # mean: the branches' peaks weighed (the expected peak of this op)
+        best = max(present, key=lambda j: results[j].inner_peak)
+        mean_peak = int(round(sum(weights[j] * results[j].inner_peak for j in present)))
+        self._nested(op, i, results[best], f"branches (mean of {len(results)})", new_bytes, inner_peak=mean_peak)
 
     def call_op(self, op, i: int) -> None:
         an = self.an
@@ -586,8 +610,9 @@ class _Block:
 
 
 class _Analyzer:
-    def __init__(self, module, policy_label: str, use_kernels: bool, schedule: str = "auto"):
+    def __init__(self, module, policy_label: str, use_kernels: bool, schedule: str = "auto", branch="max"):
         self.module = module
+        self.branch = branch  # case/if without annotate-cost's weights (costmodel.branches)
         self.policy_label = policy_label
         self.use_kernels = use_kernels
         self.funcs: dict = {}
@@ -941,7 +966,13 @@ def _flatten_temps(live: list, out: list) -> None:
 
 
 def peak_memory(
-    module, *, function: str | None = None, fusion: str = "auto", schedule: str = "auto", top: int = 10
+    module,
+    *,
+    function: str | None = None,
+    fusion: str = "auto",
+    schedule: str = "auto",
+    top: int = 10,
+    branch: str | int = "max",
 ) -> MemoryReport:
     """The per-device memory footprint of one run of the module's entry function.
 
@@ -955,9 +986,16 @@ def peak_memory(
     `schedule`: "program" (the ops in the order written), "list" (a memory-minimizing
     list schedule of each block), "auto" (the lower of the two per block, as XLA's
     scheduler keeps the schedule of least memory).
-    Raises InputError (one line) for a bad function or fusion name, or a module that is
-    sharded but not partitioned.
+    `branch`: which branch of a case/if counts when annotate-cost did not choose
+    (costmodel.branches): "max" (here: the branch of the largest peak), "mean", or an
+    index; a module annotate-cost costed (or the copy this function annotates) carries
+    its choice, which wins.
+    Raises InputError (one line) for a bad function, fusion or branch, or a module that
+    is sharded but not partitioned.
     """
+    from .branches import parse_policy
+
+    branch = parse_policy(branch)
     if fusion not in FUSION_CHOICES:
         raise InputError(f"memory: fusion must be one of {', '.join(FUSION_CHOICES)}, got '{fusion}'")
     if schedule not in SCHEDULE_CHOICES:
@@ -979,11 +1017,11 @@ def peak_memory(
         label, use_kernels = f"annotated:{annotated}", True
     else:
         policy = "xla-gpu" if fusion == "auto" else fusion
-        target, label = _annotated_copy(module, policy)
+        target, label = _annotated_copy(module, policy, branch)
         use_kernels = True
 
     with module.context:
-        an = _Analyzer(target, label, use_kernels, schedule)
+        an = _Analyzer(target, label, use_kernels, schedule, branch)
         publics = _public_functions(an.funcs)
         if function is not None:
             if function not in an.funcs or not an.funcs[function].regions[0].blocks:
@@ -998,7 +1036,7 @@ def peak_memory(
             raise InputError("memory: the module has no public function with a body")
         best = None
         for name in names:
-            an_f = _Analyzer(target, label, use_kernels, schedule) if len(names) > 1 else an
+            an_f = _Analyzer(target, label, use_kernels, schedule, branch) if len(names) > 1 else an
             rep = _report_for(an_f, name, top)
             if best is None or rep.peak_bytes > best.peak_bytes:
                 best = rep
@@ -1007,7 +1045,7 @@ def peak_memory(
         return best
 
 
-def _annotated_copy(module, policy: str):
+def _annotated_copy(module, policy: str, branch="max"):
     """A copy of the module with its calls inlined and kernels formed by `policy`."""
     from .engine import _already_fused
     from .ir import DiagnosticEngine, inline_calls
@@ -1019,7 +1057,9 @@ def _annotated_copy(module, policy: str):
         if not _already_fused(funcs):  # (an XLA-compiled module's calls are its outlined fusions)
             inline_calls(copy)  # XLA inlines every call before it fuses
         hw = "tpu-v5p" if policy == "xla-tpu" else "h100-sxm"
-        annotate_module(copy, DiagnosticEngine("<memory>"), hardware=hw, backend=DEFAULT_BACKEND, fusion=policy)
+        annotate_module(
+            copy, DiagnosticEngine("<memory>"), hardware=hw, backend=DEFAULT_BACKEND, fusion=policy, branch=branch
+        )
         label = _has_kernels(copy) or policy
     return copy, label
 

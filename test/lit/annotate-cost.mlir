@@ -12,7 +12,14 @@
 // RUN: not stablehlo-opt %s --annotate-cost="overhead_ns=-1" 2>&1 | FileCheck %s --check-prefix=NEG
 // NEG: stablehlo-opt: error: pass 'annotate-cost': option 'overhead_ns' expects a number >= 0, got '-1'
 // RUN: not stablehlo-opt %s --annotate-cost="hardwre=a100-40gb" 2>&1 | FileCheck %s --check-prefix=TYPO
-// TYPO: stablehlo-opt: error: pass 'annotate-cost' has no option 'hardwre'; did you mean 'hardware'? (options: backend, hardware, fusion, inline)
+// TYPO: stablehlo-opt: error: pass 'annotate-cost' has no option 'hardwre'; did you mean 'hardware'? (options: backend, hardware, fusion, branch, inline)
+// The branch policy of stablehlo.case/if (docs/cost-rules.md, "Conditionals"): one line for a bad value.
+// RUN: not stablehlo-opt %s --annotate-cost="branch=largest" 2>&1 | FileCheck %s --check-prefix=BRANCH
+// BRANCH: stablehlo-opt: error: pass 'annotate-cost': option 'branch': branch must be max, mean, xla or a branch index (an integer >= 0), got 'largest'
+// BRANCH-NOT: Traceback
+// RUN: stablehlo-opt %s --split-input-file --annotate-cost="hardware=h100-sxm branch=mean" | FileCheck %s --check-prefix=MEAN
+// RUN: stablehlo-opt %s --split-input-file --annotate-cost="hardware=h100-sxm branch=1" | FileCheck %s --check-prefix=SECOND
+// RUN: stablehlo-opt %s --split-input-file --annotate-cost="hardware=h100-sxm branch=xla" | FileCheck %s --check-prefix=XLA
 // Re-costing after extract-collectives on other hardware would mix two machines: a warning.
 // RUN: stablehlo-opt %data/collectives/shard_map_collectives.mlir --extract-collectives="chakra=false" --annotate-cost="hardware=a100-40gb" -o /dev/null 2>&1 | FileCheck %s --check-prefix=RECOST
 // RECOST: warning: annotate-cost: costing for hardware 'a100-40gb' a module whose collectives extract-collectives timed for system 'dgx-h100' ('h100-sxm' devices)
@@ -167,4 +174,37 @@ func.func public @iree_softmax(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %c: te
 func.func public @iree_concatenate(%x: tensor<8x32xf32>) -> tensor<16x32xf32> {
   %0 = stablehlo.concatenate %x, %x, dim = 0 : (tensor<8x32xf32>, tensor<8x32xf32>) -> tensor<16x32xf32>
   return %0 : tensor<16x32xf32>
+}
+
+// -----
+
+// stablehlo.case: branch 0 exponentiates three times (3 * 64 = 192 transcendentals, three
+// kernels), branch 1 multiplies 8x8 matrices (2 * 8 * 8 * 8 = 1024 flops, one kernel). The
+// default, branch=max, counts the costliest branch (by predicted time: branch 0 here, three
+// memory-bound kernels) as a whole, and writes its choice on the op for the kernel report,
+// memory, collectives and the Chakra trace.
+// CHECK: module attributes {costmodel.summary = {{{.*}}branch = "max"
+// CHECK-LABEL: func.func public @conditional
+// CHECK: }) {costmodel.branch_weights = array<f64: 1.000000e+00, 0.000000e+00>, costmodel.cost = {{{.*}}flops = 0 : i64{{.*}}transcendentals = 192 : i64
+// mean: each of the 2 branches weighs 1/2: 1024 / 2 = 512 flops, 192 / 2 = 96 transcendentals.
+// MEAN-LABEL: func.func public @conditional
+// MEAN: }) {costmodel.branch_weights = array<f64: 5.000000e-01, 5.000000e-01>, costmodel.cost = {{{.*}}flops = 512 : i64{{.*}}transcendentals = 96 : i64
+// branch=1: the matrix product alone.
+// SECOND-LABEL: func.func public @conditional
+// SECOND: }) {costmodel.branch_weights = array<f64: 0.000000e+00, 1.000000e+00>, costmodel.cost = {{{.*}}flops = 1024 : i64{{.*}}transcendentals = 0 : i64
+// xla: each count its maximum over the branches, as XLA's HandleConditional (flops of branch
+// 1, transcendentals of branch 0); the rest follows the costliest branch.
+// XLA-LABEL: func.func public @conditional
+// XLA: }) {costmodel.branch_weights = array<f64: 1.000000e+00, 0.000000e+00>, costmodel.cost = {{{.*}}flops = 1024 : i64{{.*}}transcendentals = 192 : i64
+func.func public @conditional(%i: tensor<i32>, %a: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %0 = "stablehlo.case"(%i) ({
+    %1 = stablehlo.exponential %a : tensor<8x8xf32>
+    %2 = stablehlo.exponential %1 : tensor<8x8xf32>
+    %3 = stablehlo.exponential %2 : tensor<8x8xf32>
+    stablehlo.return %3 : tensor<8x8xf32>
+  }, {
+    %1 = stablehlo.dot_general %a, %a, contracting_dims = [1] x [0] : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+    stablehlo.return %1 : tensor<8x8xf32>
+  }) : (tensor<i32>) -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
 }

@@ -8,6 +8,13 @@
 // RUN: not stablehlo-opt %S/does-not-exist.mlir 2>&1 | FileCheck %s --check-prefix=MISSING
 // MISSING: stablehlo-opt: error: cannot open input file '{{.*}}does-not-exist.mlir': No such file or directory
 
+// Shardy's passes abort the process on an internal CHECK failure; the driver runs raw
+// sdy-* passes in a forked child, so the crash is one error naming the pass and the CHECK.
+// RUN: not stablehlo-opt %S/Inputs/non-divisible-sharding.mlir --sdy-propagation-pipeline --sdy-convert-global-to-local 2>&1 | FileCheck %s --check-prefix=CRASH
+// CRASH: non-divisible-sharding.mlir:3:1: error: sdy-convert-global-to-local crashed (SIGABRT: Check failed: localType Failed to compute local type due to non-divisible sharding [convert_global_to_local.cc:77])
+// CRASH-NOT: Traceback
+// CRASH-NOT: LLVM ERROR
+
 // RUN: not stablehlo-opt %s --no-such-pass 2>&1 | FileCheck %s --check-prefix=PASS
 // PASS: stablehlo-opt: error: unknown pass 'no-such-pass'
 

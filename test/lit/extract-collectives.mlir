@@ -37,7 +37,7 @@ module attributes {mhlo.num_replicas = 4 : i32, mhlo.num_partitions = 1 : i32} {
 // -----
 
 // 2 replicas x 4 partitions: every grouping strategy; ids are r * 4 + p.
-// CHECK: costmodel.summary = {backend = "roofline", collective_bytes = 64 : i64, collective_count = 4 : i64, collective_ops = 4 : i64
+// CHECK: costmodel.summary = {backend = "roofline", branch = "max", collective_bytes = 64 : i64, collective_count = 4 : i64, collective_ops = 4 : i64
 // CHECK-SAME: system = "dgx-h100"
 // CHECK-LABEL: func.func @modes
 // CHECK: stablehlo.all_gather
@@ -68,7 +68,7 @@ module attributes {mhlo.num_replicas = 2 : i32, mhlo.num_partitions = 4 : i32} {
 // -----
 
 // A collective in a called function inside a loop of 3 iterations, called twice per iteration.
-// CHECK: costmodel.summary = {backend = "roofline", collective_bytes = 96 : i64, collective_count = 6 : i64, collective_ops = 1 : i64
+// CHECK: costmodel.summary = {backend = "roofline", branch = "max", collective_bytes = 96 : i64, collective_count = 6 : i64, collective_ops = 1 : i64
 // CHECK-LABEL: func.func private @inner
 // CHECK: stablehlo.all_reduce
 // CHECK: executions = 6 : i64

@@ -4,7 +4,10 @@
 // RUN: stablehlo-opt %s --split-input-file --propagate-shardings | FileCheck %s
 // RUN: stablehlo-opt %s --split-input-file --propagate-shardings=per-device=false | FileCheck %s --check-prefix=GLOBAL
 // RUN: not stablehlo-opt %data/sharded/bad_gspmd.mlir --propagate-shardings 2>&1 | FileCheck %s --check-prefix=ERR
-// RUN: not stablehlo-opt %data/sharded/shard_map_gspmd.mlir --propagate-shardings 2>&1 | FileCheck %s --check-prefix=MANUAL
+// RUN: stablehlo-opt %data/sharded/shard_map_partial_gspmd.mlir --propagate-shardings | FileCheck %s --check-prefix=MANUAL
+// RUN: not stablehlo-opt %S/Inputs/propagate-shardings-errors.mlir --split-input-file --propagate-shardings 2>&1 >/dev/null | FileCheck %S/Inputs/propagate-shardings-errors.mlir
+// RUN: env COSTMODEL_TEST_ABORT_AT=sdy-convert-global-to-local not stablehlo-opt %data/sharded/tp_mlp.mlir --propagate-shardings 2>&1 | FileCheck %s --check-prefix=CRASH
+// RUN: stablehlo-opt %data/sharded/scan_layer_sharded.mlir --propagate-shardings | FileCheck %s --check-prefix=SCAN
 // RUN: stablehlo-opt %data/sharded/tp_mlp.mlir --propagate-shardings --propagate-shardings 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: stablehlo-opt %data/sharded/private_calls.mlir --propagate-shardings | FileCheck %s --check-prefix=CALLS
 
@@ -28,8 +31,28 @@
 // A malformed GSPMD string: an error at the function, quoting the string; no traceback.
 // ERR: bad_gspmd.mlir:4:3: error: bad sharding '{devices=[8]<=[4]}': iota over 4 devices for tile dimensions [8] (8 devices)
 // ERR-NOT: Traceback
-// A GSPMD shard_map region (SPMDFullToShardShape/ShardToFullShape) is rejected with a hint.
-// MANUAL: error: custom_call @SPMDFullToShardShape (a GSPMD shard_map region) cannot be converted to Shardy; export the program with Shardy (jax_use_shardy_partitioner=True)
+// A GSPMD shard_map region (SPMDFullToShardShape/ShardToFullShape, manual over "model"
+// only) becomes an sdy.manual_computation: the psum over "model" inside is the only
+// collective, on the per-device 16x32 block (the 64-wide contraction split over 4).
+// MANUAL: module @jit_shard_map_partial_gspmd attributes {costmodel.partitioned
+// MANUAL-NOT: SPMDFullToShardShape
+// MANUAL: stablehlo.dot_general {{.*}} : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+// MANUAL: "stablehlo.all_reduce"({{.*}}replica_groups = dense<{{\[\[}}0, 1, 2, 3], [4, 5, 6, 7]]>
+// MANUAL-NOT: stablehlo.all_
+// MANUAL-NOT: SPMDShardToFullShape
+
+// Shardy aborts the process on an internal CHECK failure; propagate-shardings runs it in
+// a forked child, so the crash is one error naming the pass (here an abort injected by
+// the test-only hook where the conversion to per-device shapes starts).
+// CRASH: tp_mlp.mlir:1:1: error: propagate-shardings: sdy-convert-global-to-local crashed (SIGABRT)
+// CRASH-NOT: Traceback
+
+// lax.scan over parameters stacked and sharded on the layer axis: each device holds one
+// layer; XLA all-gathers the stack (1x32x64 per device -> 8x32x64) and slices the layer
+// in the loop (Shardy alone would move the axis with an all-to-all and gather the slice).
+// SCAN: stablehlo.while
+// SCAN-COUNT-2: "stablehlo.all_gather"(%{{.*}}) <{all_gather_dim = 0 : i64
+// SCAN-NOT: stablehlo.all_to_all
 
 // Shardy input: DP x TP MLP on a 2x4 mesh; the row-parallel matmul needs an all-reduce
 // over "model" (groups of 4 consecutive devices).
@@ -137,3 +160,23 @@ module @gathered_once attributes {mhlo.num_partitions = 4 : i32} {
     return %0, %1 : tensor<8x8xf32>, tensor<8x8xf32>
   }
 }
+
+// -----
+
+// A sharding its dimension does not divide (12 rows over 8 devices): padded to 16 rows
+// as XLA does (2 rows per device), instead of Shardy's abort ("non-divisible sharding").
+// CHECK-LABEL: module @uneven
+// CHECK: stablehlo.pad %arg0, %{{.*}}, low = [0, 0], high = [4, 0]
+// CHECK: stablehlo.tanh %{{.*}} : tensor<2x16xf32>
+// CHECK: "stablehlo.all_gather"({{.*}} : (tensor<2x16xf32>) -> tensor<16x16xf32>
+// CHECK: stablehlo.slice %{{.*}} [0:12, 0:16]
+// GLOBAL-LABEL: module @uneven
+module @uneven attributes {mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32} {
+  sdy.mesh @mesh = <["d"=8]>
+  func.func @main(%arg0: tensor<12x16xf32>) -> tensor<12x16xf32> {
+    %0 = sdy.sharding_constraint %arg0 <@mesh, [{"d"}, {}]> : tensor<12x16xf32>
+    %1 = stablehlo.tanh %0 : tensor<12x16xf32>
+    return %1 : tensor<12x16xf32>
+  }
+}
+

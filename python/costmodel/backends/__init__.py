@@ -90,6 +90,8 @@ def estimate_kernel(backend, kernel) -> KernelCost:
 _REGISTERED: dict[str, type] = {}
 _BUILTIN = {
     "calibrated": "costmodel.backends.calibrated:CalibratedBackend",
+    "learned": "costmodel.backends.learned:LearnedBackend",
+    "profiled": "costmodel.backends.profiled:ProfiledBackend",
     "roofline": "costmodel.backends.roofline:RooflineBackend",
 }
 

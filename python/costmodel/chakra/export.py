@@ -17,7 +17,8 @@ How the program becomes a graph (docs/chakra.md has the long version):
   (`RankLoop`); the writer streams them into the `.et` files and the simulator runs a few
   of them and extrapolates (costmodel.simulate, docs/simulator.md, "Long loops"). Control flow without
   communication is FOLDED: it is one compute op with the total cost the engine put on it.
-  A `stablehlo.case`/`if` with communication exports its most expensive branch.
+  A `stablehlo.case`/`if` with communication exports the branch annotate-cost's
+  `branch` option chose (default: the costliest; `branch=mean` has no trace: an error).
 - Compute: with `granularity=region` (default) consecutive compute ops are merged into
   one COMP node until a communication point: a collective is issued, or an op uses the
   result of a collective that the running node does not depend on yet. With
@@ -560,15 +561,29 @@ class _Builder:
             self.bind(op.results, carried)
             return
         if name in ("stablehlo.case", "stablehlo.if"):
-            best, best_t = None, -1.0
-            for region in op.regions:
-                t = 0.0
-                for block in region.blocks:
-                    for inner in block.operations:
-                        t += self.cost(inner.operation)[0]
-                if t > best_t:
-                    best, best_t = region, t
-            self.warn(op, f"Chakra export: '{name}' contains communication; exporting its most expensive branch")
+            from ..branches import chosen, op_weights
+
+            weights = op_weights(op)
+            if weights is not None and len(weights) == len(op.regions):
+                k = chosen(weights)
+                if k is None:
+                    where = format_location(op.location, "")
+                    raise InputError(
+                        f"{where + ': ' if where else ''}'{name}' contains communication and annotate-cost weighed its "
+                        "branches with branch=mean: a trace runs one branch; annotate with branch=max or branch=<index>"
+                    )
+                best = op.regions[k]
+                self.warn(op, f"Chakra export: '{name}' contains communication; exporting branch {k} (annotate-cost's branch choice)")
+            else:  # not annotated by this version: the most expensive branch, as branch=max
+                best, best_t = None, -1.0
+                for region in op.regions:
+                    t = 0.0
+                    for block in region.blocks:
+                        for inner in block.operations:
+                            t += self.cost(inner.operation)[0]
+                    if t > best_t:
+                        best, best_t = region, t
+                self.warn(op, f"Chakra export: '{name}' contains communication; exporting its most expensive branch")
             ret: list = []
             for block in best.blocks:
                 ret = self.walk_block(block)

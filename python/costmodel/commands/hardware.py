@@ -31,6 +31,10 @@ def _list(args) -> int:
             f"{name:<12} {spec.peak_TFLOPS('matrix', 'bf16'):>8g} TFLOP/s bf16  "
             f"{spec.memory_bandwidth_GBps:>7g} GB/s  {spec.description}\n"
         )
+    from ..hardware import GENERATED_HARDWARE
+
+    for name, what in sorted(GENERATED_HARDWARE.items()):  # not measured here: `show` does it
+        sys.stdout.write(f"{name:<12} {'(generated)':>24}  {what}; `costmodel hardware show {name}`\n")
     return 0
 
 

@@ -27,6 +27,12 @@ def register(subparsers) -> None:
         default="auto",
         help="op order: auto (the lower of program order and a memory-minimizing list schedule), program, list",
     )
+    p.add_argument(
+        "--branch",
+        default="max",
+        help="which branch of a stablehlo.case/if counts when the file carries no choice of annotate-cost: max "
+        "(the costliest; here the branch of the largest peak), mean, or a branch index",
+    )
     p.add_argument("--top", type=int, default=10, metavar="N", help="show the N largest temporaries (default 10)")
     p.set_defaults(func=_run)
 
@@ -42,6 +48,12 @@ def _run(args) -> int:
         raise CommandError(f"--fusion must be one of {', '.join(FUSION_CHOICES)}, got '{args.fusion}'")
     if args.schedule not in SCHEDULE_CHOICES:
         raise CommandError(f"--schedule must be one of {', '.join(SCHEDULE_CHOICES)}, got '{args.schedule}'")
+    from ..branches import parse_policy
+
+    try:
+        parse_policy(args.branch)
+    except InputError as err:
+        raise CommandError(f"--branch: {err}") from None
     try:
         data, source = read_input(args.file)
     except InputError as err:
@@ -57,7 +69,10 @@ def _run(args) -> int:
             raise CommandError(diags.diagnostics[0].render() if diags.diagnostics else str(err)) from None
         _partition_if_needed(module, diags, notes)
         try:
-            report = peak_memory(module, function=args.function, fusion=args.fusion, schedule=args.schedule, top=args.top)
+            report = peak_memory(
+                module, function=args.function, fusion=args.fusion, schedule=args.schedule, top=args.top,
+                branch=args.branch,
+            )
         except InputError as err:
             raise CommandError(str(err)) from None
     for note in notes:

@@ -25,8 +25,10 @@ Rules (the why and the XLA sources are in docs/kernels.md), in XLA GPU's pass or
    columns: 4096) runs as two kernels; each split reduction is one more launch.
 8. select_and_scatter (GPU) is expanded as XLA does: four launches.
 
-`policy` is "xla-gpu", "xla-tpu" or "given" (a module already compiled by XLA: every
-`mhlo.fusion`, convolution, copy and collective is one kernel, nothing is re-fused).
+`policy` is "xla-gpu", "xla-tpu", "given" (a module already compiled by XLA: every
+`mhlo.fusion`, convolution, copy and collective is one kernel, nothing is re-fused) or
+"none" (every op a kernel of its own: what backends that measure or learn kernels get
+with `fusion=none`).
 """
 
 from __future__ import annotations
@@ -183,12 +185,16 @@ def op_class(name: str) -> str:
 
 
 def default_policy_for(hardware_name: str) -> str:
-    """The compiler that targets this hardware: TPUs -> xla-tpu, the host CPU spec -> none
-    (no CPU fusion model yet), every GPU -> xla-gpu."""
+    """The compiler that targets this hardware: TPUs -> xla-tpu, the generic CPU spec ->
+    none (no CPU fusion model), every GPU -> xla-gpu. `host-cpu` (this machine, whose
+    programs the profiled/learned backends time with IREE llvm-cpu) -> xla-tpu: of the
+    three formations it is the closest to IREE's dispatches on the held-in workloads
+    (conv/matmul with their elementwise epilogues in one dispatch; benchmarks/
+    profiled_eval.py, docs/backends.md)."""
     low = hardware_name.lower()
-    if low.startswith("tpu"):
+    if low.startswith("tpu") or low == "host-cpu":
         return "xla-tpu"
-    if low in ("cpu", "host-cpu"):
+    if low == "cpu":
         return "none"
     return "xla-gpu"
 
@@ -430,7 +436,7 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
 
     g.operand_nodes = operand_nodes
     absorbed = [False] * n
-    if policy != "given":
+    if policy not in ("given", "none"):
         st = _Formation(nodes, g, users, operand_nodes, external_use, absorbed, policy)
         st.priority_fusion()
         st.multi_output_fusion(outer_users)

@@ -25,7 +25,7 @@ class KernelRow:
     bytes_read: int
     bytes_written: int
     launches: int
-    executions: int = 0
+    executions: int | float = 0  # fractional under annotate-cost's branch=mean
     ops: list = field(default_factory=list)  # op names (root last)
     shape: str = ""  # the root's result type
     location: str = ""
@@ -116,10 +116,22 @@ def collect_kernels(module) -> list[KernelRow]:
         vis = fn.attributes["sym_visibility"] if "sym_visibility" in fn.attributes else None
         if vis is None or ir.StringAttr(vis).value == "public":
             entries.append(fn)
+    from ..branches import CASE_OPS, op_weights
+
     work = [(fn, 1, (ir.StringAttr(fn.attributes["sym_name"]).value,)) for fn in entries]
     while work:
         op, times, path = work.pop()
-        for region in op.regions:
+        # a case/if: each branch as often as the branch policy of annotate-cost says
+        weights = op_weights(op) if op.name in CASE_OPS else None
+        for r_index, region in enumerate(op.regions):
+            if weights is not None and r_index < len(weights):
+                if not weights[r_index]:
+                    continue
+                region_times = times * weights[r_index]
+                if float(region_times).is_integer():
+                    region_times = int(region_times)
+            else:
+                region_times = times
             for block in region.blocks:
                 for child in block.operations:
                     child = child.operation
@@ -127,8 +139,8 @@ def collect_kernels(module) -> list[KernelRow]:
                     if KERNEL_COST_ATTR in attrs:
                         kid = _int(ir.DictAttr(attrs[KERNEL_COST_ATTR]), "id")
                         if kid in rows:
-                            rows[kid].executions += times
-                    n = times
+                            rows[kid].executions += region_times
+                    n = region_times
                     if child.name in ("stablehlo.while", "chlo.scan") and "costmodel.cost" in attrs:
                         d = ir.DictAttr(attrs["costmodel.cost"])
                         if "trip_count" in d:

@@ -18,6 +18,7 @@ Must run in its own process: it sets XLA_FLAGS before importing jax.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import sys
@@ -31,13 +32,15 @@ def _setup(dump_dir: str | None) -> None:
             f"--xla_dump_to={dump_dir}",
             "--xla_dump_hlo_pass_re=spmd-partitioning",
             "--xla_dump_hlo_as_proto",
+            "--xla_dump_hlo_as_text",
         ]
     os.environ["XLA_FLAGS"] = " ".join(flags)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 
 def cases():
-    """name -> (function, args as ShapeDtypeStruct with shardings, out_shardings, gspmd?)."""
+    """name -> (function, args as ShapeDtypeStruct with shardings, out_shardings, gspmd?,
+    donated argument numbers)."""
     import jax
     import jax.numpy as jnp
     from jax.sharding import AxisType, NamedSharding
@@ -183,15 +186,250 @@ def cases():
     fori_args = [sds((64, 128), m24, P("data", None)), sds((128, 256), m24, P(None, "model")), sds((256, 128), m24, P("model", None))]
     out["fori_tp"] = (fori_tp, fori_args, ns(m24, P("data", None)))
 
-    # 11. GSPMD-string versions (shard_map_gspmd: a GSPMD manual region, which we reject).
-    out["shard_map_gspmd"] = out["shard_map"] + (True,)
-    out["tp_mlp_gspmd"] = (tp_mlp, tp_args, ns(m8, P()), True)
-    out["transformer_dp_tp_gspmd"] = (transformer, tf_args, ns(m24, P("data", None, None)), True)
-    out["reshard_all_to_all_gspmd"] = out["reshard_all_to_all"] + (True,)
-    return {k: v if len(v) == 4 else v + (False,) for k, v in out.items()}
+    # 12. Issue 10's programs as JAX, Flax and MaxText-style code exports them.
+    B = ("data", "model")  # both mesh axes as one batch / FSDP axis
+    L = 3  # layers stacked for lax.scan
+
+    def scan_fwd(x, w1, w2):
+        def layer(h, ws):
+            a, b = ws
+            return jnp.tanh(h @ a) @ b, None
+
+        return jax.lax.scan(layer, x, (w1, w2))[0]
+
+    def scan_train(x, w1, w2):
+        g1, g2 = jax.grad(lambda a, b: jnp.mean(scan_fwd(x, a, b) ** 2), argnums=(0, 1))(w1, w2)
+        return w1 - 0.1 * g1, w2 - 0.1 * g2
+
+    # 12a. lax.scan over stacked layers (a while loop with sharded carries and stacked,
+    # sliced parameters; the backward scan reads the residuals the forward one stashed).
+    out["scan_dp"] = (
+        scan_train,
+        [sds((64, 32), m24, P(B)), sds((L, 32, 64), m24, P()), sds((L, 64, 32), m24, P())],
+        (ns(m24, P()),) * 2,
+    )
+    out["scan_fsdp"] = (
+        scan_train,
+        [sds((64, 32), m24, P(B)), sds((L, 32, 64), m24, P(None, B)), sds((L, 64, 32), m24, P(None, B))],
+        (ns(m24, P(None, B)),) * 2,
+    )
+    scan_tp_args = [
+        sds((64, 32), m24, P("data")),
+        sds((L, 32, 128), m24, P(None, None, "model")),
+        sds((L, 128, 32), m24, P(None, "model", None)),
+    ]
+    out["scan_dp_tp"] = (scan_train, scan_tp_args, (ns(m24, P(None, None, "model")), ns(m24, P(None, "model", None))))
+    # the layer axis of the stacked parameters sharded (each device holds one layer)
+    out["scan_layer_sharded"] = (
+        scan_fwd,
+        [sds((64, 32), m8, P("d")), sds((8, 32, 64), m8, P("d")), sds((8, 64, 32), m8, P("d"))],
+        ns(m8, P("d")),
+    )
+
+    # 12b. jax.checkpoint (remat) around a Megatron block applied twice.
+    mlp_tp_args = [sds((64, 32), m24, P("data")), sds((32, 128), m24, P(None, "model")), sds((128, 32), m24, P("model", None))]
+    mlp_tp_outs = (ns(m24, P(None, "model")), ns(m24, P("model", None)))
+
+    def remat_train(x, w1, w2):
+        @jax.checkpoint
+        def block(h, a, b):
+            return jnp.tanh(h @ a) @ b
+
+        g1, g2 = jax.grad(lambda a, b: jnp.mean(block(block(x, a, b), a, b) ** 2), argnums=(0, 1))(w1, w2)
+        return w1 - 0.1 * g1, w2 - 0.1 * g2
+
+    out["remat_dp_tp"] = (remat_train, mlp_tp_args, mlp_tp_outs)
+
+    # 12c. custom_vjp activation inside a DP x TP training step.
+    @jax.custom_vjp
+    def act(x):
+        return x * jax.nn.sigmoid(1.702 * x)
+
+    def act_fwd(x):
+        return act(x), x
+
+    def act_bwd(x, g):
+        sg = jax.nn.sigmoid(1.702 * x)
+        return (g * (sg + 1.702 * x * sg * (1 - sg)),)
+
+    act.defvjp(act_fwd, act_bwd)
+
+    def custom_vjp_train(x, w1, w2):
+        g1, g2 = jax.grad(lambda a, b: jnp.mean(act(x @ a) @ b), argnums=(0, 1))(w1, w2)
+        return w1 - 0.1 * g1, w2 - 0.1 * g2
+
+    out["custom_vjp_tp"] = (custom_vjp_train, mlp_tp_args, mlp_tp_outs)
+
+    # 12d. with_sharding_constraint resharding activations twice mid-program.
+    def mid_reshard(x, w1, w2):
+        h = jnp.tanh(x @ w1)
+        h = jax.lax.with_sharding_constraint(h, ns(m24, P(None, B)))
+        h = jnp.sin(h) * 2.0
+        h = jax.lax.with_sharding_constraint(h, ns(m24, P("data", "model")))
+        return h @ w2
+
+    out["mid_reshard"] = (mid_reshard, [sds((64, 32), m24, P(B)), sds((32, 64), m24, P()), sds((64, 32), m24, P())], ns(m24, P("data")))
+
+    # 12e. Grouped-query attention written with einsums (8 query heads, 2 KV heads;
+    # query heads and the output projection sharded over "model", batch over "data").
+    H, KV, Dh, S, Bt, D = 8, 2, 8, 16, 4, 64
+
+    def gqa(x, wq, wk, wv, wo):
+        q = jnp.einsum("bsd,dhk->bshk", x, wq).reshape(Bt, S, KV, H // KV, Dh)
+        k = jnp.einsum("bsd,dgk->bsgk", x, wk)
+        v = jnp.einsum("bsd,dgk->bsgk", x, wv)
+        p = jax.nn.softmax(jnp.einsum("bsgrk,btgk->bgrst", q, k) / Dh**0.5, axis=-1)
+        o = jnp.einsum("bgrst,btgk->bsgrk", p, v).reshape(Bt, S, H, Dh)
+        return jnp.einsum("bshk,hkd->bsd", o, wo)
+
+    gqa_args = [
+        sds((Bt, S, D), m24, P("data")),
+        sds((D, H, Dh), m24, P(None, "model")),
+        sds((D, KV, Dh), m24, P()),
+        sds((D, KV, Dh), m24, P()),
+        sds((H, Dh, D), m24, P("model")),
+    ]
+    out["gqa_attention"] = (gqa, gqa_args, ns(m24, P("data")))
+
+    def gqa_train(x, wq, wk, wv, wo):
+        grads = jax.grad(lambda *w: jnp.mean(gqa(x, *w) ** 2), argnums=(0, 1, 2, 3))(wq, wk, wv, wo)
+        return tuple(w - 0.1 * g for w, g in zip((wq, wk, wv, wo), grads))
+
+    out["gqa_train"] = (gqa_train, gqa_args, tuple(a.sharding for a in gqa_args[1:]))
+
+    # 12f. Vocab-sharded embedding (a gather from a table sharded on its rows) and its
+    # tied-output training step.
+    V = 512
+    i32 = jnp.int32
+    embed_args = [jax.ShapeDtypeStruct((8, 16), i32, sharding=ns(m24, P("data"))), sds((V, 32), m24, P("model")), sds((32, 32), m24, P())]
+
+    def vocab_embed(ids, table, w):
+        return jnp.take(table, ids, axis=0) @ w
+
+    out["vocab_embed"] = (vocab_embed, embed_args, ns(m24, P("data")))
+
+    def vocab_embed_train(ids, table, w):
+        def loss(t, w):
+            logits = (jnp.take(t, ids, axis=0) @ w) @ t.T
+            return jnp.mean(jax.nn.logsumexp(logits, axis=-1))
+
+        gt, gw = jax.grad(loss, argnums=(0, 1))(table, w)
+        return table - 0.1 * gt, w - 0.1 * gw
+
+    out["vocab_embed_train"] = (vocab_embed_train, embed_args, (ns(m24, P("model")), ns(m24, P())))
+
+    # 12g. AdamW on FSDP-sharded parameters, parameters and both moments donated.
+    def adamw(params, m, v, x, step):
+        def loss(p):
+            return jnp.mean((jnp.tanh(x @ p["w1"]) @ p["w2"]) ** 2)
+
+        g = jax.grad(loss)(params)
+        b1, b2, lr, wd, eps = 0.9, 0.999, 1e-3, 0.1, 1e-8
+        t = step + 1
+        m = jax.tree.map(lambda m, g: b1 * m + (1 - b1) * g, m, g)
+        v = jax.tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, v, g)
+        upd = jax.tree.map(lambda m, v: (m / (1 - b1**t)) / (jnp.sqrt(v / (1 - b2**t)) + eps), m, v)
+        params = jax.tree.map(lambda p, u: p - lr * (u + wd * p), params, upd)
+        return params, m, v
+
+    params = {"w1": sds((32, 128), m24, P(None, B)), "w2": sds((128, 32), m24, P(B, None))}
+    pshard = {"w1": ns(m24, P(None, B)), "w2": ns(m24, P(B, None))}
+    step = jax.ShapeDtypeStruct((), f32, sharding=ns(m24, P()))
+    out["adamw_fsdp_donated"] = (adamw, [params, params, params, sds((64, 32), m24, P(B)), step], (pshard,) * 3, False, (0, 1, 2))
+
+    def donated_dp(w, x):
+        return w - 0.1 * jax.grad(lambda w: jnp.mean((x @ w) ** 2))(w)
+
+    out["donated_dp"] = (donated_dp, [sds((32, 32), m24, P()), sds((64, 32), m24, P(B))], ns(m24, P()), False, (0,))
+
+    # 12h. shard_map on the 2x4 mesh: every axis manual (psum, ppermute, all_gather
+    # inside), and manual over "model" only with "data" left to propagation.
+    def shard_map_full(x, w):
+        def body(a, b):
+            y = jax.lax.psum(a @ b, "model")
+            y = jax.lax.ppermute(y, "data", [(0, 1), (1, 0)])
+            return jax.lax.all_gather(y, "data", axis=0, tiled=True)
+
+        f = jax.shard_map(body, mesh=m24, in_specs=(P("data", "model"), P("model", None)), out_specs=P(), check_vma=False)
+        return jnp.tanh(f(x, w))
+
+    out["shard_map_full"] = (shard_map_full, [sds((16, 64), m24, P("data", "model")), sds((64, 32), m24, P("model", None))], ns(m24, P()))
+
+    def shard_map_partial(x, w1, w2):
+        h = jnp.tanh(x @ w1)
+        f = jax.shard_map(
+            lambda a, b: jax.lax.psum(a @ b, "model"),
+            mesh=m24,
+            in_specs=(P(None, "model"), P("model", None)),
+            out_specs=P(),
+            axis_names={"model"},
+            check_vma=False,
+        )
+        return f(h, w2) * 2.0
+
+    out["shard_map_partial"] = (
+        shard_map_partial,
+        [sds((16, 32), m24, P("data")), sds((32, 64), m24, P(None, "model")), sds((64, 32), m24, P("model", None))],
+        ns(m24, P("data")),
+    )
+
+    # 12i. A sharding its dimension does not divide (12 rows over 8 devices): XLA pads.
+    def uneven_constraint(x):
+        return jnp.sin(jax.lax.with_sharding_constraint(jnp.tanh(x), ns(m8, P("d")))) @ x.T
+
+    out["uneven_constraint"] = (uneven_constraint, [jax.ShapeDtypeStruct((12, 16), f32)], ns(m8, P()))
+
+    # 12j. MaxText-style: lax.scan over remat'ed transformer layers (RMSNorm, einsum
+    # attention, SwiGLU-less MLP, activation constraint in the body), bf16, parameters
+    # FSDP over "data" x TP over "model" (stacked on a leading layer axis).
+    bf16 = jnp.bfloat16
+    Lt, Bt2, St, Dt, Ht, Ft = 2, 8, 16, 64, 4, 128
+
+    def bsds(shape, spec):
+        return jax.ShapeDtypeStruct(shape, bf16, sharding=ns(m24, spec))
+
+    def tf_layer(x, p):
+        x = jax.lax.with_sharding_constraint(x, ns(m24, P("data", None, None)))
+        y = x * jax.lax.rsqrt(jnp.mean(x.astype(f32) ** 2, -1, keepdims=True) + 1e-6).astype(bf16)
+        q, k, v = (jnp.einsum("bsd,dhk->bshk", y, p[n]) for n in ("q", "k", "v"))
+        a = jax.nn.softmax((jnp.einsum("bqhk,bshk->bhqs", q, k) / 4.0).astype(f32), -1).astype(bf16)
+        x = x + jnp.einsum("bqhk,hkd->bqd", jnp.einsum("bhqs,bshk->bqhk", a, v), p["o"])
+        return x + jax.nn.silu(x @ p["w1"]) @ p["w2"]
+
+    def scan_remat_transformer(x, params):
+        def loss(ps):
+            h = jax.lax.scan(lambda c, p: (jax.checkpoint(tf_layer)(c, p), None), x, ps)[0]
+            return jnp.mean(h.astype(f32) ** 2)
+
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, jax.grad(loss)(params))
+
+    qkv = bsds((Lt, Dt, Ht, Dt // Ht), P(None, "data", "model"))
+    tf_params = {
+        "q": qkv, "k": qkv, "v": qkv,
+        "o": bsds((Lt, Ht, Dt // Ht, Dt), P(None, "model", None, "data")),
+        "w1": bsds((Lt, Dt, Ft), P(None, "data", "model")),
+        "w2": bsds((Lt, Ft, Dt), P(None, "model", "data")),
+    }  # fmt: skip
+    out["scan_remat_transformer"] = (
+        scan_remat_transformer,
+        [bsds((Bt2, St, Dt), P("data")), tf_params],
+        jax.tree.map(lambda a: a.sharding, tf_params),
+    )
+
+    # 13. GSPMD-string versions (lowered with jax_use_shardy_partitioner=False; XLA then
+    # propagates with GSPMD, we with Shardy).
+    gspmd = [
+        "shard_map", "tp_mlp", "transformer_dp_tp", "reshard_all_to_all", "scan_dp", "scan_fsdp", "scan_dp_tp",
+        "remat_dp_tp", "custom_vjp_tp", "mid_reshard", "gqa_attention", "gqa_train", "vocab_embed",
+        "vocab_embed_train", "shard_map_full", "shard_map_partial", "fori_tp", "private_calls",
+        "uneven_constraint", "scan_remat_transformer", "adamw_fsdp_donated", "donated_dp",
+    ]  # fmt: skip
+    for name in gspmd:
+        out[f"{name}_gspmd"] = out[name][:3] + (True,) + out[name][4:]
+    return {k: v + (False, ())[len(v) - 3 :] for k, v in out.items()}
 
 
-def _jit(name, fn, out_shardings):
+def _jit(name, fn, out_shardings, donate_argnums=()):
     import functools
 
     import jax
@@ -202,7 +440,7 @@ def _jit(name, fn, out_shardings):
 
     wrapper.__name__ = name
     wrapper.__qualname__ = name
-    return jax.jit(wrapper, out_shardings=out_shardings)
+    return jax.jit(wrapper, out_shardings=out_shardings, donate_argnums=donate_argnums)
 
 
 def _hlo_module_proto(hlo_proto: bytes) -> bytes:
@@ -220,6 +458,66 @@ def _hlo_module_proto(hlo_proto: bytes) -> bytes:
     return hlo_proto[i : i + n]
 
 
+def _iota(dims: list[int], perm: list[int] | None) -> list[int]:
+    """XLA's iota tile assignment `[dims]T(perm)` flattened."""
+    import numpy as np
+
+    arr = np.arange(int(np.prod(dims))).reshape(dims)
+    if perm is not None:
+        arr = arr.transpose(perm)
+    return [int(x) for x in arr.reshape(-1)]
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def replica_groups_from_hlo_text(text: str) -> dict[int, list[list[int]]]:
+    """channel_id -> device groups of every collective in an HLO text dump.
+
+    `hlo_to_stablehlo` writes groups of the form `replica_groups=mesh[...],
+    device_ids=(...) {axes}` as `#stablehlo.replica_group_mesh_axes` over an `sdy.mesh`
+    that lacks the device ids (jaxlib 0.10.2), which names other devices; the test reads
+    the groups from the text instead, keyed by the channel handle both forms keep."""
+    import re
+
+    import numpy as np
+
+    out = {}
+    for line in text.splitlines():
+        ch = re.search(r"channel_id=(\d+)", line)
+        rg = re.search(r"replica_groups=(.*)", line)
+        if not ch or not rg:
+            continue
+        rest = rg.group(1)
+        if rest.startswith("{"):
+            groups = [_ints(g) for g in re.findall(r"\{([\d,]*)\}", rest[1 : rest.index("}}") + 1])]
+        elif rest.startswith("mesh["):
+            m = re.match(r"mesh\[([^\]]*)\](?:, device_ids=\(\[([\d,]*)\](?:T\(([\d,]*)\))?\))? \{([^}]*)\}", rest)
+            if not m:
+                raise ValueError(f"unparsed replica groups: {rest[:120]}")
+            axes = [(a, int(n)) for a, n in re.findall(r"'([^']+)'=(\d+)", m.group(1))]
+            n = int(np.prod([k for _, k in axes]))
+            dev = _iota(_ints(m.group(2)), _ints(m.group(3)) if m.group(3) else None) if m.group(2) else list(range(n))
+            names = re.findall(r"'([^']+)'", m.group(4))
+            if any(":" in a or "(" in a for a in names):
+                raise ValueError(f"sub-axes not handled: {rest[:120]}")
+            arr = np.array(dev).reshape([k for _, k in axes])
+            gdims = [i for i, (a, _) in enumerate(axes) if a in names]
+            other = [i for i in range(len(axes)) if i not in gdims]
+            size = int(np.prod([axes[i][1] for i in gdims])) if gdims else 1
+            groups = arr.transpose(other + gdims).reshape(-1, size).tolist()
+        else:
+            m = re.match(r"\[(\d+),(\d+)\]<=\[([\d,]*)\](?:T\(([\d,]*)\))?", rest)
+            if not m:
+                raise ValueError(f"unparsed replica groups: {rest[:120]}")
+            flat = _iota(_ints(m.group(3)), _ints(m.group(4)) if m.group(4) else None)
+            g, k = int(m.group(1)), int(m.group(2))
+            groups = [flat[i * k : (i + 1) * k] for i in range(g)]
+        out[int(ch.group(1))] = groups
+    return out
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0].startswith("-"):
         sys.stderr.write(__doc__)
@@ -234,12 +532,12 @@ def main(argv: list[str]) -> int:
 
     from jax._src.lib import _jax
 
-    for name, (fn, args, outs, use_gspmd) in cases().items():
+    for name, (fn, args, outs, use_gspmd, donate) in cases().items():
         if only and name not in only:
             continue
         jax.config.update("jax_use_shardy_partitioner", not use_gspmd)
         try:
-            lowered = _jit(name, fn, outs).lower(*args)
+            lowered = _jit(name, fn, outs, donate).lower(*args)
             text = lowered.as_text()
             with open(os.path.join(outdir, f"{name}.mlir"), "w") as fh:
                 fh.write(text)
@@ -252,6 +550,10 @@ def main(argv: list[str]) -> int:
                     proto = _hlo_module_proto(fh.read())
                 with open(os.path.join(outdir, f"{name}.xla.mlirbc"), "wb") as fh:
                     fh.write(_jax.mlir.hlo_to_stablehlo(proto))
+                with open(files[0][: -len(".hlo.pb")] + ".txt") as fh:
+                    groups = replica_groups_from_hlo_text(fh.read())
+                with open(os.path.join(outdir, f"{name}.xla.groups.json"), "w") as fh:
+                    json.dump({str(k): v for k, v in groups.items()}, fh)
         finally:
             jax.config.update("jax_use_shardy_partitioner", True)
     if dump:

@@ -1,0 +1,126 @@
+"""The `learned` backend: kernel times predicted by gradient-boosted trees trained on
+kernels the `profiled` backend measured (costmodel.learn; docs/learned-model.md).
+
+    stablehlo-opt m.mlir --annotate-cost="backend=learned hardware=host-cpu"
+    stablehlo-opt m.mlir --annotate-cost="backend=learned hardware=host-cpu model=my-model.json"
+
+Each kernel's features (learn/features.py: op histogram, shapes and element types, work
+and bytes by unit, dot/conv dimensions and layouts, kind) go through the model; nothing
+is compiled or run. Like `profiled`, the module's total adds one program invocation and
+a host round trip per loop iteration, both as measured where the model's data was
+collected (its `meta`). The roofline features use the peaks and bandwidth stored in the
+model (the machine it learned), so a prediction does not depend on this host's
+measurements. Kernels that cannot run alone (custom calls, kernels XLA formed) fall
+back to `calibrated` (or `roofline`), marked `profile = "fallback"`.
+
+The shipped model (`costmodel/data/models/host-cpu.json`) was trained on one machine
+(its `meta.device`); on another CPU it still predicts, and says so in each kernel's
+`model_device` detail.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from ..hardware import HardwareSpec
+from ..profiling.options import Option, parse_options
+from ..rules import OpCost
+from . import BackendError, KernelCost, estimate_kernel
+
+OPTIONS = (
+    Option("model", str, "default", "a model JSON file (`costmodel learn train`); default: the shipped host-cpu model"),
+    Option("fallback", str, "calibrated", "backend of kernels that cannot run alone", choices=("calibrated", "roofline")),
+)
+
+SHIPPED_MODEL = "host-cpu.json"
+
+
+def shipped_model_path() -> str:
+    return str(resources.files("costmodel").joinpath("data", "models", SHIPPED_MODEL))
+
+
+_MODELS: dict = {}
+
+
+def load_model(path: str):
+    from ..learn.model import TreeModel
+
+    hit = _MODELS.get(path)
+    if hit is None:
+        hit = TreeModel.load(path)
+        _MODELS[path] = hit
+    return hit
+
+
+class LearnedBackend:
+    """Kernel times predicted from their MLIR by gradient-boosted trees trained on profiled kernels; hardware=host-cpu."""
+
+    name = "learned"
+    options = {o.name: o.help for o in OPTIONS}
+    kernels_only = True
+
+    def __init__(self, hardware: HardwareSpec, **options: str) -> None:
+        opts = parse_options("learned", OPTIONS, options)
+        from .profiled import make_fallback, require_host
+
+        require_host("learned", hardware, "predicts the host CPU its model was trained on")
+        path = shipped_model_path() if opts["model"] == "default" else opts["model"]
+        try:
+            self.model = load_model(path)
+        except ValueError as err:
+            raise BackendError(f"backend 'learned': {err}") from None
+        from ..learn.features import SpecNumbers
+
+        meta = self.model.meta
+        try:
+            self.spec = SpecNumbers.from_json(meta["spec"])
+            self.invocation_ns = float(meta["invocation_ns"])
+        except (KeyError, TypeError, ValueError):
+            raise BackendError(f"backend 'learned': model '{path}' lacks its collection metadata (spec, invocation_ns)") from None
+        self.model_device = str(meta.get("device", "?"))
+        self.threads = int(meta.get("threads", 1))
+        self.hardware = hardware
+        if self.threads and hardware.calibration:
+            from .profiled import host_spec_for_threads
+
+            hardware = host_spec_for_threads(hardware, self.threads)
+        self.fallback_name = opts["fallback"] if (opts["fallback"] == "roofline" or hardware.calibration) else "roofline"
+        self.fallback = make_fallback(self.fallback_name, hardware)
+        self.predicted = 0
+        self.fallbacks = 0
+
+    def estimate_kernel(self, kernel) -> KernelCost:
+        from ..learn.features import kernel_features
+        from ..profiling.extract import standalone_problem
+
+        why = standalone_problem(kernel)
+        if why is not None:
+            return self._fallback(kernel, f"cannot run alone: {why}")
+        t = self.model.predict_ns(kernel_features(kernel, self.spec))
+        self.predicted += 1
+        from .profiled import roofline_bound
+
+        return KernelCost(
+            t,
+            roofline_bound(self.hardware, kernel, t, 0.0),
+            {"profile": "learned", "model_device": self.model_device},
+        )
+
+    def _fallback(self, kernel, reason: str) -> KernelCost:
+        self.fallbacks += 1
+        kc = estimate_kernel(self.fallback, kernel)
+        detail = dict(kc.detail or {})
+        detail.update(profile="fallback", fallback_backend=self.fallback_name, fallback_reason=reason[:300])
+        return KernelCost(kc.time_ns, kc.bound, detail)
+
+    def estimate(self, cost: OpCost) -> tuple[float, str]:
+        return self.fallback.estimate(cost)
+
+    def program_overhead_ns(self) -> float:
+        return self.invocation_ns
+
+    def host_sync_ns(self) -> float:
+        return self.invocation_ns
+
+    def summary_stats(self) -> dict:
+        return {"kernels_predicted": self.predicted, "kernels_fallback": self.fallbacks, "threads": self.threads}

@@ -1,0 +1,169 @@
+"""`costmodel learn collect|train|eval`: the learned backend's data and model
+(costmodel.learn, docs/learned-model.md)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from . import CommandError
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("learn", help="collect kernel measurements, train and evaluate the learned cost model")
+    sub = p.add_subparsers(dest="learn_command", metavar="ACTION")
+
+    c = sub.add_parser("collect", help="profile a generated corpus (and the held-in workloads) into a dataset (JSON lines)")
+    c.add_argument("--out", "-o", required=True, help="dataset file (appended to; programs already there are skipped)")
+    c.add_argument("--programs", type=int, default=200, help="generated programs (default 200)")
+    c.add_argument("--seed", type=int, default=0, help="seed of the generated corpus")
+    c.add_argument("--families", default="", help="comma-separated program families (default: all)")
+    c.add_argument("--held-in", action="store_true", help="also the held-in workloads (MLP, ResNet block, transformer block, GEMMs)")
+    c.add_argument("--exclude", action="append", default=[], help="a dataset whose programs must not be generated again (held-out sets)")
+    c.add_argument("--fusion", default="none,xla-gpu,xla-tpu", help="kernel formations whose kernels are measured")
+    c.add_argument("--threads", type=int, default=1)
+    c.add_argument("--repeats", type=int, default=5)
+    c.add_argument("--min-time-ms", type=float, default=20.0)
+    c.add_argument("--no-program-times", action="store_true", help="skip measuring whole programs")
+    c.set_defaults(func=_collect)
+
+    t = sub.add_parser("train", help="train gradient-boosted trees on datasets; report held-out metrics (split by program)")
+    t.add_argument("data", nargs="+", help="dataset files")
+    t.add_argument("--out", "-o", required=True, help="model file (JSON)")
+    t.add_argument("--test-fraction", type=float, default=0.2, help="programs held out for the report (0: none)")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--fusion", default="xla-tpu", help="kernel formation of the program-level figures")
+    t.add_argument("--no-refit", action="store_true", help="ship the model of the training split (default: refit on all)")
+    t.add_argument("--param", action="append", default=[], help="a GradientBoostingRegressor parameter, KEY=VALUE")
+    t.add_argument("--baseline", choices=("roofline", "none"), default="roofline", help="what the trees' factor multiplies (default roofline)")
+    t.add_argument("--baseline-floor-ns", type=float, default=1000.0, help="added to the roofline baseline (default 1000)")
+    t.set_defaults(func=_train)
+
+    e = sub.add_parser("eval", help="metrics of a model on datasets (kernels and whole programs)")
+    e.add_argument("data", nargs="+")
+    e.add_argument("--model", default="default", help="model file (default: the shipped one)")
+    e.add_argument("--fusion", default="xla-tpu")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=_eval)
+    p.set_defaults(func=lambda args: (p.print_help(sys.stderr), 2)[1])
+
+
+def _log(msg: str) -> None:
+    sys.stderr.write(msg + "\n")
+    sys.stderr.flush()
+
+
+def _fusions(text: str) -> tuple[str, ...]:
+    from ..kernels import FUSION_POLICIES
+
+    out = tuple(x.strip() for x in text.split(",") if x.strip())
+    bad = [x for x in out if x not in FUSION_POLICIES]
+    if bad or not out:
+        raise CommandError(f"--fusion expects a comma-separated list of {', '.join(FUSION_POLICIES)}, got '{text}'")
+    return out
+
+
+def _collect(args) -> int:
+    from ..learn.dataset import collect, read_dataset
+    from ..learn.programs import FAMILIES, corpus_programs, held_in_programs
+
+    fusions = _fusions(args.fusion)
+    fams = [f.strip() for f in args.families.split(",") if f.strip()] or None
+    if fams:
+        bad = [f for f in fams if f not in FAMILIES]
+        if bad:
+            raise CommandError(f"unknown program family '{bad[0]}' (known: {', '.join(FAMILIES)})")
+    if args.programs < 0 or args.threads < 0 or args.repeats < 1 or not args.min_time_ms > 0:
+        raise CommandError("--programs and --threads must be >= 0, --repeats >= 1, --min-time-ms > 0")
+    excluded = set()
+    for path in args.exclude:
+        excluded |= {n.split("#")[0] for n in read_dataset(path).program_names()}
+    progs = [p for p in corpus_programs(args.programs + len(excluded), args.seed, fams) if p.name.split("#")[0] not in excluded]
+    progs = progs[: args.programs]
+    if args.held_in:
+        progs = held_in_programs() + progs
+    stats = collect(
+        progs,
+        args.out,
+        fusions=fusions,
+        threads=args.threads,
+        repeats=args.repeats,
+        min_time_ms=args.min_time_ms,
+        measure_programs=not args.no_program_times,
+        log=_log,
+    )
+    sys.stdout.write(json.dumps(stats) + "\n")
+    return 0
+
+
+def _params(items) -> dict:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise CommandError(f"--param expects KEY=VALUE, got '{item}'")
+        k, v = item.split("=", 1)
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out
+
+
+def _train(args) -> int:
+    from ..learn.dataset import read_dataset
+    from ..learn.train import fmt_metrics, train_model
+
+    if not 0 <= args.test_fraction < 1:
+        raise CommandError(f"--test-fraction must be in [0, 1), got {args.test_fraction}")
+    (fusion,) = _fusions(args.fusion)[:1]
+    ds = read_dataset(args.data)
+    if not ds.kernels:
+        raise CommandError(f"no measured kernel in {', '.join(args.data)}")
+    if not args.baseline_floor_ns >= 0:
+        raise CommandError(f"--baseline-floor-ns must be >= 0, got {args.baseline_floor_ns}")
+    try:
+        model, report = train_model(
+            ds,
+            test_fraction=args.test_fraction,
+            seed=args.seed,
+            fusion=fusion,
+            params=_params(args.param),
+            refit=not args.no_refit,
+            log=_log,
+            baseline=args.baseline,
+            baseline_floor_ns=args.baseline_floor_ns,
+        )
+    except TypeError as err:  # a bad --param name
+        raise CommandError(f"bad --param: {err}") from None
+    model.save(args.out)
+    if "split" in report:
+        s = report["split"]
+        sys.stdout.write(
+            f"split by program: {s['train_programs']} train / {s['test_programs']} test programs, "
+            f"{s['train_kernels']} train kernels, {s['test_kernels_unseen']} unseen test kernels\n"
+            f"held-out kernels:  {fmt_metrics(report['held_out_kernel'])}\n"
+            f"held-out programs: {fmt_metrics(report['held_out_program'])} (fusion={fusion})\n"
+        )
+    sys.stdout.write(f"model: {len(model.trees)} trees, trained on {model.meta['rows']} kernels -> {args.out}\n")
+    return 0
+
+
+def _eval(args) -> int:
+    from ..backends.learned import shipped_model_path
+    from ..learn.dataset import read_dataset
+    from ..learn.model import TreeModel
+    from ..learn.train import evaluate_model, fmt_metrics
+
+    (fusion,) = _fusions(args.fusion)[:1]
+    path = shipped_model_path() if args.model == "default" else args.model
+    try:
+        model = TreeModel.load(path)
+    except ValueError as err:
+        raise CommandError(str(err)) from None
+    ds = read_dataset(args.data)
+    report = evaluate_model(model, ds, fusion)
+    if args.json:
+        sys.stdout.write(json.dumps(report, indent=1) + "\n")
+    else:
+        sys.stdout.write(f"kernels:  {fmt_metrics(report['kernel'])}\nprograms: {fmt_metrics(report['program'])} (fusion={fusion})\n")
+    return 0

@@ -1,0 +1,205 @@
+"""The learned model's dataset: JSON lines, one object per line.
+
+    {"type": "meta", "device", "runtime", "threads", "clock", "invocation_ns", "dispatch_ns", "spec": {...}}
+    {"type": "kernel", "program", "family", "fusion", "signature", "kind", "features": {...},
+     "tokens": [...], "target_ns", "standalone_ns", "spread"}
+    {"type": "program", "program", "family", "text", "measured_ns", "spread", "profiled_ns": {fusion: ns}}
+
+`collect()` fills it (`costmodel learn collect`): each program is costed with the
+profiled backend under several kernel formations (a kernel measured once serves all:
+the cache), every measured kernel becomes a row with its features, and the whole program
+is measured as well (the ground truth of program-level evaluation). A collection can be
+resumed: programs already in the file are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+
+from .features import SpecNumbers, kernel_features, token_sequence
+
+__all__ = ["collect", "read_dataset", "split_by_program", "Dataset"]
+
+
+class Dataset:
+    def __init__(self, meta: dict | None, kernels: list[dict], programs: list[dict]):
+        self.meta = meta or {}
+        self.kernels = kernels
+        self.programs = programs
+
+    def program_names(self) -> list[str]:
+        names = {r["program"] for r in self.kernels} | {p["program"] for p in self.programs}
+        return sorted(names)
+
+
+def read_dataset(paths) -> Dataset:
+    if isinstance(paths, str):
+        paths = [paths]
+    meta, kernels, programs = None, [], []
+    for path in paths:
+        try:
+            fh = open(path)
+        except OSError as err:
+            from ..ir import InputError
+
+            raise InputError(f"cannot read dataset '{path}': {err.strerror}") from None
+        with fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as err:
+                    from ..ir import InputError
+
+                    raise InputError(f"{path}:{lineno}:{err.colno}: invalid JSON: {err.msg}") from None
+                kind = row.get("type")
+                if kind == "meta":
+                    meta = meta or row
+                elif kind == "kernel":
+                    kernels.append(row)
+                elif kind == "program":
+                    programs.append(row)
+    return Dataset(meta, kernels, programs)
+
+
+def split_by_program(names: list[str], test_fraction: float, seed: int = 0) -> tuple[set, set]:
+    """Programs (not kernels) go to one side: a test program is never seen in training."""
+    names = sorted(names)
+    r = random.Random(seed)
+    r.shuffle(names)
+    n_test = int(round(len(names) * test_fraction))
+    return set(names[n_test:]), set(names[:n_test])
+
+
+class _Collector:
+    """Wraps a ProfiledBackend: every measured kernel also becomes a dataset row."""
+
+    name = "profiled"
+    kernels_only = True
+
+    def __init__(self, inner, spec: SpecNumbers):
+        self.inner = inner
+        self.spec = spec
+        self.rows: list[dict] = []
+
+    def estimate_kernel(self, kernel):
+        kc = self.inner.estimate_kernel(kernel)
+        d = kc.detail or {}
+        if d.get("profile") == "measured":
+            self.rows.append(
+                {
+                    "signature": d["signature"],
+                    "kind": kernel.kind,
+                    "features": kernel_features(kernel, self.spec),
+                    "tokens": token_sequence(kernel),
+                    "target_ns": kc.time_ns,
+                    "standalone_ns": d["standalone_ns"],
+                    "spread": d["spread"],
+                }
+            )
+        return kc
+
+    def estimate(self, cost):
+        return self.inner.estimate(cost)
+
+    def program_overhead_ns(self):
+        return self.inner.program_overhead_ns()
+
+    def host_sync_ns(self):
+        return self.inner.host_sync_ns()
+
+
+def collect(
+    programs,
+    out_path: str,
+    *,
+    fusions=("none", "xla-gpu", "xla-tpu"),
+    threads: int = 1,
+    repeats: int = 5,
+    min_time_ms: float = 20.0,
+    warmup_ms: float = 10.0,
+    measure_programs: bool = True,
+    progress: bool = True,
+    log=None,
+) -> dict:
+    """Profile the kernels (and whole programs) of `programs` into `out_path` (appended)."""
+    from ..backends import make_backend
+    from ..engine import CostEngine
+    from ..hardware import load_hardware
+    from ..ir import DiagnosticEngine, load_module, make_context
+    from ..profiling.evaluate import measure_whole
+
+    host = load_hardware("host-cpu")
+    backend = make_backend(
+        "profiled",
+        host,
+        {
+            "threads": str(threads),
+            "repeats": str(repeats),
+            "min_time_ms": str(min_time_ms),
+            "warmup_ms": str(warmup_ms),
+            "progress": "on" if progress else "off",
+        },
+    )
+    prof = backend.profiler
+    spec = SpecNumbers.of(backend.hardware)
+    done = set()
+    if os.path.exists(out_path):
+        ds = read_dataset(out_path)
+        done = {p["program"] for p in ds.programs}
+    stats = {"programs": 0, "skipped": 0, "kernel_rows": 0, "failed_programs": 0}
+    with open(out_path, "a") as out:
+        if not done:
+            meta = {
+                "type": "meta",
+                "device": prof.device,
+                "runtime": prof.runtime,
+                "threads": prof.threads,
+                "clock": prof.clock,
+                "pinned": bool(prof.cpus),
+                "invocation_ns": prof.invocation_ns,
+                "dispatch_ns": prof.dispatch_ns,
+                "spec": spec.to_json(),
+            }
+            out.write(json.dumps(meta) + "\n")
+        for i, p in enumerate(programs):
+            if p.name in done:
+                stats["skipped"] += 1
+                continue
+            rows = []
+            totals = {}
+            for fusion in fusions:
+                col = _Collector(backend, spec)
+                ctx = make_context()
+                module = load_module(ctx, p.text, p.name)
+                eng = CostEngine(col, "host-cpu", DiagnosticEngine(p.name), backend_name="profiled", fusion=fusion)
+                totals[fusion] = eng.run(module).time_ns
+                seen = {r["signature"] for r in rows}
+                for r in col.rows:
+                    if r["signature"] not in seen:
+                        seen.add(r["signature"])
+                        rows.append({"type": "kernel", "program": p.name, "family": p.family, "fusion": fusion, **r})
+            prow = {"type": "program", "program": p.name, "family": p.family, "text": p.text, "profiled_ns": totals}
+            if measure_programs:
+                try:
+                    prow["measured_ns"] = measure_whole(p.text, prof)
+                except RuntimeError as err:
+                    prow["measured_ns"] = None
+                    prow["failure"] = str(err)[:300]
+                    stats["failed_programs"] += 1
+            for r in rows:
+                out.write(json.dumps(r) + "\n")
+            out.write(json.dumps(prow) + "\n")
+            out.flush()
+            stats["programs"] += 1
+            stats["kernel_rows"] += len(rows)
+            if log is not None:
+                m = prow.get("measured_ns")
+                log(f"[{i + 1}/{len(programs)}] {p.name}: {len(rows)} kernels" + (f", {m / 1e3:.1f} us" if m else ""))
+    stats["measured"] = prof.measured
+    stats["from_cache"] = prof.cached
+    prof.close()
+    return stats

@@ -1,0 +1,94 @@
+"""Whole-program predictions against IREE measurements: the helpers of
+benchmarks/profiled_eval.py and benchmarks/learned_eval.py.
+
+    predicted_total_ns(text, hardware="host-cpu", backend="profiled", fusion="xla-gpu")
+    measure_whole(text, profiler)              # IREE llvm-cpu local-task, median (ns)
+    mape(pred, meas), spearman(xs, ys)
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["predicted_total_ns", "measure_whole", "mape", "spearman", "signed_error"]
+
+
+def predicted_total_ns(
+    text: str,
+    *,
+    hardware: str,
+    backend: str,
+    fusion: str = "",
+    options: dict | None = None,
+) -> tuple[float, dict]:
+    """The module's `total_time_ns` after annotate-cost, and the summary as a dict."""
+    from ..ir import DiagnosticEngine, attr_number, ir, load_module, make_context
+    from ..passes.annotate_cost import annotate_module
+
+    ctx = make_context()
+    module = load_module(ctx, text, "<program>")
+    annotate_module(module, DiagnosticEngine(), hardware=hardware, backend=backend, fusion=fusion, backend_options=options or {})
+    with ctx:
+        s = ir.DictAttr(module.attributes["costmodel.summary"])
+        out = {}
+        for key in ("total_time_ns", "kernel_count", "program_overhead_ns", "unsupported_count"):
+            if key in s:
+                out[key] = attr_number(s[key])
+        if "backend_stats" in s:
+            stats = ir.DictAttr(s["backend_stats"])
+            for name in ("kernels_measured", "kernels_from_cache", "kernels_fallback"):
+                if name in stats:
+                    out[name] = attr_number(stats[name])
+    return float(out["total_time_ns"]), out
+
+
+def measure_whole(text: str, profiler, *, refresh: bool = False) -> float:
+    """The program's median time on IREE llvm-cpu local-task (the profiler's workers,
+    clock and pinning), in ns; raises RuntimeError when IREE cannot run it."""
+    old = profiler.refresh
+    profiler.refresh = refresh or old
+    try:
+        row = profiler.measure_program(text)
+    finally:
+        profiler.refresh = old
+    if row.status != "measured":
+        raise RuntimeError(row.reason)
+    return row.time_ns
+
+
+def signed_error(pred: float, meas: float) -> float:
+    return (pred - meas) / meas
+
+
+def mape(preds, meas) -> float:
+    pairs = [(p, m) for p, m in zip(preds, meas) if p is not None and m]
+    return 100.0 * sum(abs(p - m) / m for p, m in pairs) / len(pairs) if pairs else math.nan
+
+
+def _ranks(xs):
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    ranks = [0.0] * len(xs)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2.0
+        i = j + 1
+    return ranks
+
+
+def spearman(xs, ys) -> float:
+    """Spearman's rank correlation (ties get their average rank)."""
+    pairs = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
+    if len(pairs) < 2:
+        return math.nan
+    rx = _ranks([p[0] for p in pairs])
+    ry = _ranks([p[1] for p in pairs])
+    n = len(pairs)
+    mx, my = sum(rx) / n, sum(ry) / n
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    vx = math.sqrt(sum((a - mx) ** 2 for a in rx))
+    vy = math.sqrt(sum((b - my) ** 2 for b in ry))
+    return cov / (vx * vy) if vx and vy else math.nan
