@@ -654,3 +654,25 @@ def test_random_programs_form_kernel_dags(program):
     _ctx, _module, blocks = _formed_blocks(program.text)
     for nodes, ks in blocks:
         assert_kernels_acyclic(nodes, ks)
+
+
+def test_kernel_operands_stay_within_xla_budget():
+    """FusionFitsInBudget: at most 96 operands and outputs per fusion
+    (MaxOperandsAndOutputsPerFusion). A chain of 120 adds of distinct inputs would be
+    one kernel of 120 operands; it is cut into two."""
+    n = 120
+    t = "tensor<1024xf32>"
+    lines = ["func.func @main(" + ", ".join(f"%x{i}: {t}" for i in range(n)) + f") -> {t} {{"]
+    prev = "%x0"
+    for i in range(1, n):
+        lines.append(f"  %s{i} = stablehlo.add {prev}, %x{i} : {t}")
+        prev = f"%s{i}"
+    lines.append(f"  return {prev} : {t}")
+    lines.append("}")
+    a = run_annotate("\n".join(lines), fusion="xla-gpu")
+    ks = kernels(a)
+    assert len(ks) == 2
+    for k in ks:
+        operands = k["bytes_read"] // (1024 * F32)
+        assert operands + 2 <= 96  # XLA's estimate counts two outputs
+    assert sum(k["bytes_read"] // (1024 * F32) for k in ks) == n + 1  # every input once, one partial sum

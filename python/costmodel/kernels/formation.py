@@ -377,7 +377,9 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
     outer_users: dict = {}  # values defined outside the block -> the nodes reading them
     g = _Groups(n)
     nres = [1] * n
+    rbytes = [0] * n  # bytes of a single-result op's result
     opfacts = g.opfacts
+    resbytes = g.resbytes
     for j, nd in enumerate(nodes):
         op = nd.op
         name = nd.name
@@ -393,7 +395,10 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
             i = index.get(owner) if owner is not None else None
             ops_j.append(i)
             if i is not None:
-                facts.append((i if nres[i] == 1 else (i, _result_number(v)), i, type_info(v.type).nbytes))
+                if nres[i] == 1:
+                    facts.append((i, i, rbytes[i]))
+                else:
+                    facts.append(((i, _result_number(v)), i, type_info(v.type).nbytes))
                 if boundary:
                     external_use[i] = True
                 else:
@@ -413,6 +418,8 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
         if results:
             r0 = type_info(results[0].type)
             g.out_elems[j] = r0.num_elements if r0.is_tensor else 0
+            if len(results) == 1:
+                rbytes[j] = resbytes[j] = r0.nbytes
         if cls == REDUCE:
             g.has_reduce[j] = True
             g.hero[j] = j
@@ -1102,7 +1109,13 @@ class _Formation:
         find = g.find
         absorbed = self.absorbed
         out_elems = g.out_elems
-        for p in range(len(nodes) - 1, -1, -1):
+        # a value read outside its kernel is the result of a kernel's sink (the op every
+        # other op of it feeds, whose index names the group after priority fusion) or one
+        # the block hands out; no other op has readers outside its kernel
+        external_use = self.external_use
+        sinks = {find(i) for i in range(len(nodes)) if not absorbed[i]}
+        sinks.update(i for i in range(len(nodes)) if external_use[i] and not absorbed[i])
+        for p in sorted(sinks, reverse=True):
             us = self.users[p]
             if not us or absorbed[p] or out_elems[p] <= 1 or nodes[p].name == "stablehlo.constant":
                 continue  # constants are never multi-output fused; scalars are no shared operand
