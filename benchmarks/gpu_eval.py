@@ -285,49 +285,37 @@ def section_kernels(args, runs, doc) -> None:
             for r in rows:
                 pred[predicted_category(r)] += r.total_time_ns / 1e6
                 launches += r.launches * r.executions
+            kbytes = sum((r.bytes_read + r.bytes_written) * r.executions for r in rows)
             rec = {"model": model, "mode": mode, "measured_kernels_per_step": count / steps,
-                   "predicted_launches": launches, "measured_ms": meas, "predicted_ms": pred}
+                   "predicted_launches": launches, "predicted_bytes": kbytes, "measured_ms": meas, "predicted_ms": pred}
+            hlos = tar_members(os.path.join(args.data, run_name, "hlo.tar"))
+            hname = f"{model}_{mode}_1_device.hlo.txt.gz"
+            xla_note = ""
+            if hname in hlos:
+                from costmodel.kernels.xla_hlo import read_hlo_kernels
+
+                xk = read_hlo_kernels(gzip.decompress(hlos[hname]).decode())
+                rec["xla_hlo_launches"], rec["xla_hlo_bytes"] = xk.launches, xk.bytes
+                xla_note = (f"; XLA's optimized HLO: {xk.launches} launches ({100 * (launches - xk.launches) / xk.launches:+.0f}%"
+                            f" ours), {xk.bytes / 1e9:.2f} GB ({100 * (kbytes - xk.bytes) / xk.bytes:+.0f}% ours: "
+                            f"{kbytes / 1e9:.2f} GB)")
             doc["kernels"].append(rec)
             print(f"{model} {mode}: {count / steps:.0f} kernels measured (+{meas['memory-op']:.2f} ms memsets/copies), "
-                  f"{launches:.0f} predicted")
+                  f"{launches:.0f} predicted{xla_note}")
             print("   " + " ".join(f"{c:>12}" for c in CATEGORIES) + f" {'total':>9}")
             print("   " + " ".join(f"{meas[c]:>10.2f}ms" for c in CATEGORIES) + f" {sum(meas.values()):>7.2f}ms measured")
             print("   " + " ".join(f"{pred[c]:>10.2f}ms" for c in CATEGORIES) + f" {sum(pred.values()):>7.2f}ms calibrated")
     print()
 
 
-HLO_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "s32": 4, "u32": 4, "u8": 1, "s8": 1, "pred": 1, "f64": 8, "s64": 8}
-
-
-def _hlo_type_bytes(text: str) -> int:
-    total = 0
-    for dt, dims in re.findall(r"\b(bf16|f16|f32|s32|u32|u8|s8|pred|f64|s64)\[([\d,]*)\]", text):
-        n = 1
-        for d in filter(None, dims.split(",")):
-            n *= int(d)
-        total += n * HLO_BYTES[dt]
-    return total
-
-
 def hlo_fusion_bytes(hlo: str) -> dict[str, int]:
-    """{kernel name: bytes of its operands + results} for the fusions of XLA's optimized
-    HLO ENTRY computation (an upper bound of what the kernel moves); the kernel names of
-    the profile are the fusion names with '.' -> '_'."""
-    entry = hlo[hlo.index("\nENTRY"):]
-    size, out = {}, {}
-    pat = re.compile(r"\s*(?:ROOT )?%([\w.\-]+) = (.*?) ([\w\-]+)\((.*?)\)(?:,|$)")
-    parsed = []
-    for line in entry.splitlines():
-        m = pat.match(line)
-        if m:
-            name, typ, op, operands = m.groups()
-            size[name] = _hlo_type_bytes(typ)
-            parsed.append((name, op, operands))
-    for name, op, operands in parsed:
-        if op == "fusion":
-            ins = sum(size.get(a.strip().lstrip("%"), 0) for a in operands.split(","))
-            out[name.replace(".", "_")] = ins + size[name]
-    return out
+    """{kernel name: bytes of its operands + results} of the fusions of XLA's optimized
+    HLO (costmodel.kernels.xla_hlo); the profile names a fusion's kernel by the fusion's
+    name with '.' -> '_'."""
+    from costmodel.kernels.xla_hlo import read_hlo_kernels
+
+    return {k.name.replace(".", "_"): k.bytes_read + k.bytes_written
+            for k in read_hlo_kernels(hlo).kernels if k.opcode == "fusion"}
 
 
 def section_fusion_bandwidth(args, runs, doc) -> None:

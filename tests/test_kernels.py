@@ -676,3 +676,36 @@ def test_kernel_operands_stay_within_xla_budget():
         operands = k["bytes_read"] // (1024 * F32)
         assert operands + 2 <= 96  # XLA's estimate counts two outputs
     assert sum(k["bytes_read"] // (1024 * F32) for k in ks) == n + 1  # every input once, one partial sum
+
+
+ALONE = """
+func.func @main(%x: tensor<1024xf32>, %y: tensor<1024xf32>) -> tensor<1024xf32> {
+  %0 = stablehlo.add %x, %y : tensor<1024xf32>
+  %1 = "stablehlo.all_reduce"(%0) <{replica_groups = dense<GROUPS> : tensor<SHAPExi64>}> ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = stablehlo.add %a, %b : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) : (tensor<1024xf32>) -> tensor<1024xf32>
+  %2 = stablehlo.multiply %1, %x : tensor<1024xf32>
+  return %2 : tensor<1024xf32>
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "groups, shape, launches",
+    [
+        ("0", "1x1", 1),  # one participant: the identity (XLA's AllReduceSimplifier), fused through
+        ("[[0], [1]]", "2x1", 1),
+        ("[[0, 1]]", "1x2", 2),  # a real all-reduce: a kernel before it and one after
+    ],
+)
+def test_all_reduce_of_one_participant_is_no_kernel_boundary(groups, shape, launches):
+    a = run_annotate(ALONE.replace("GROUPS", groups).replace("SHAPE", shape), fusion="xla-gpu")
+    ks = kernels(a)
+    assert sum(k["launches"] for k in ks) == launches
+    n = 1024
+    if launches == 1:
+        (k,) = ks
+        assert k["ops"] == 3  # add, all_reduce (a bitcast), multiply
+        assert k["bytes_read"] == 2 * n * F32 and k["bytes_written"] == n * F32

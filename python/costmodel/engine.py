@@ -459,7 +459,7 @@ class CostEngine:
     def _kernel_block_totals(self, block) -> Totals:
         from .backends import estimate_kernel
         from .kernels import Node, form_kernels
-        from .kernels.formation import BOUNDARY, COLLECTIVE, OPAQUE, op_class
+        from .kernels.formation import BOUNDARY, COLLECTIVE, FREE, OPAQUE, op_class, single_participant
 
         t = Totals()
         nodes = []
@@ -480,7 +480,11 @@ class CostEngine:
                     t.add(rt)
                 nodes.append(Node(op, name, None, BOUNDARY))
                 continue
-            nodes.append(Node(op, name, self._leaf_cost(op, t), op_class(name)))
+            cls = op_class(name)
+            if cls == COLLECTIVE and single_participant(op):
+                nodes.append(Node(op, name, OpCost(), FREE, passthrough=True))
+                continue
+            nodes.append(Node(op, name, self._leaf_cost(op, t), cls))
         kernels = self._form(nodes)
         i64 = self._i64
         placed: dict = {}

@@ -202,12 +202,42 @@ def default_policy_for(hardware_name: str) -> str:
 
 @dataclass(slots=True)
 class Node:
-    """One op of the block with its own (unfused) cost; cost None: not costable."""
+    """One op of the block with its own (unfused) cost; cost None: not costable.
+    `passthrough`: an op XLA replaces by its operand before fusing (a collective of one
+    participant, `single_participant`), formed as a bitcast."""
 
     op: object
     name: str
     cost: OpCost | None
     cls: str
+    passthrough: bool = False
+
+
+# Collectives that are the identity when every group has one participant (XLA's
+# AllReduceSimplifier, xla/service/all_reduce_simplifier.cc, replaces such an all-reduce
+# by its operand; an all-gather, reduce-scatter or all-to-all of one device copies its
+# operand unchanged, and XLA's simplifiers drop those too).
+IDENTITY_WHEN_ALONE = frozenset(
+    {"stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.reduce_scatter", "stablehlo.all_to_all"}
+)
+
+
+def single_participant(op) -> bool:
+    """A collective whose explicit replica_groups all have one member (a one-device
+    program: `costmodel workloads export --devices 1`, whose cross-replica means run
+    over one replica). Empty groups (all devices) are not decided here."""
+    if op.name not in IDENTITY_WHEN_ALONE or "replica_groups" not in op.attributes:
+        return False
+    try:
+        from jaxlib.mlir import ir as _ir
+
+        groups = _ir.DenseElementsAttr(op.attributes["replica_groups"])
+        shape = list(_ir.ShapedType(groups.type).shape)
+    except (ValueError, TypeError):
+        return False
+    if len(shape) != 2 or shape[1] != 1 or shape[0] < 1:
+        return False
+    return len(op.results) == len(op.operands) and all(r.type == v.type for r, v in zip(op.results, op.operands))
 
 
 @dataclass
@@ -529,7 +559,7 @@ def _fusible_producer(nd: Node) -> bool:
     c = nd.cls
     if c in (ELEMENTWISE, MOVEMENT, REDUCE, GEMM, CONV):
         return True
-    return c == FREE and nd.name in FUSIBLE_FREE_OPS
+    return c == FREE and (nd.name in FUSIBLE_FREE_OPS or nd.passthrough)
 
 
 class _Formation:
