@@ -709,3 +709,36 @@ def test_all_reduce_of_one_participant_is_no_kernel_boundary(groups, shape, laun
         (k,) = ks
         assert k["ops"] == 3  # add, all_reduce (a bitcast), multiply
         assert k["bytes_read"] == 2 * n * F32 and k["bytes_written"] == n * F32
+
+
+STRIDED = """
+func.func @main(%x: tensor<8x32x32x64xbf16>, %w: tensor<3x3x64x64xbf16>, %g: tensor<8x16x16x64xbf16>) -> (tensor<8x16x16x64xbf16>, tensor<DWx64x64xbf16>) {
+  %c = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [2, 2], pad = [[PADLO, 1], [PADLO, 1]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<8x32x32x64xbf16>, tensor<3x3x64x64xbf16>) -> tensor<8x16x16x64xbf16>
+  %dw = stablehlo.convolution(%x, %g) dim_numbers = [f, 0, 1, b]x[i, 0, 1, o]->[0, 1, b, f], window = {stride = [1, 1], pad = [[PADLO, 1], [PADLO, 1]], rhs_dilate = [2, 2]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<8x32x32x64xbf16>, tensor<8x16x16x64xbf16>) -> tensor<DWx64x64xbf16>
+  return %c, %dw : tensor<8x16x16x64xbf16>, tensor<DWx64x64xbf16>
+}
+"""
+
+
+@pytest.mark.parametrize("pad_low, dw, launches", [(0, "3x3", 3), (1, "4x4", 2)])
+def test_asymmetric_conv_padding_is_a_pad_kernel_on_gpu(pad_low, dw, launches):
+    """XLA GPU's ConvPaddingLegalization: cuDNN pads symmetrically only, so the input of
+    a convolution padded (0, 1) is padded by a kernel of its own first, once for the
+    forward convolution and its filter gradient alike (XLA's CSE); (1, 1) stays inside."""
+    text = STRIDED.replace("PADLO", str(pad_low)).replace("DW", dw)
+    a = run_annotate(text, fusion="xla-gpu")
+    ks = kernels(a)
+    assert sum(k["launches"] for k in ks) == launches
+    x = 8 * 32 * 32 * 64 * BF16
+    padded = 8 * 33 * 33 * 64 * BF16  # (0, 1) on both spatial dimensions
+    w, g = 3 * 3 * 64 * 64 * BF16, 8 * 16 * 16 * 64 * BF16
+    fwd, wgrad = sorted(ks, key=lambda k: k["id"])
+    if pad_low == 0:
+        assert fwd["launches"] == 2 and wgrad["launches"] == 1
+        assert fwd["bytes_read"] == x + padded + w  # the pad reads x; the convolution reads its padded copy
+        assert fwd["bytes_written"] == padded + g
+        assert wgrad["bytes_read"] == padded + g  # the shared padded copy, not a second pad
+    else:
+        assert fwd["bytes_read"] == x + w and fwd["bytes_written"] == g
+    a_tpu = run_annotate(text, fusion="xla-tpu")
+    assert sum(k["launches"] for k in kernels(a_tpu)) == 2  # the rule is cuDNN's, GPU only

@@ -481,6 +481,7 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
         # producer copied into all its consumers
         if g.kind[gid] is not None and g.computes[gid] and not (len(ms) == 1 and absorbed[ms[0]])
     ]
+    pads: dict = {}  # conv padding legalization: (input, padding) -> padded bytes, once per block
     kernels = []
     for root_g in sorted(roots, key=g.max_index.__getitem__):
         idx = sorted(g.members[root_g])
@@ -490,7 +491,7 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
             if not idx:
                 continue
         dups = sorted(d for d in g.dups.get(root_g, ()) if d not in idx)
-        kernels.append(_make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, policy))
+        kernels.append(_make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, policy, pads))
     # An op copied into several kernels belongs to the first (it carries that kernel's id);
     # in the others its work is recomputed: counted in their flops, and said so.
     owned: set = set()
@@ -1234,7 +1235,7 @@ def _reduce_key(nd: Node):
 # ---------------------------------------------------------------------------
 
 
-def _make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, policy) -> Kernel:
+def _make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, policy, pads=None) -> Kernel:
     inside = set(idx)
     inside_all = inside | set(dups)
     ops = [nodes[i].op for i in idx]
@@ -1278,7 +1279,104 @@ def _make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, 
                     k.launches += 1
                     k.bytes_read += extra
                     k.bytes_written += extra
+            elif nodes[i].cls == CONV:
+                legal = _conv_padding_legalization(nodes[i])
+                if legal is not None:
+                    key, in_bytes, padded_bytes, out_extra = legal
+                    if padded_bytes:
+                        if pads is None or key not in pads:  # the pad kernel, once per input and padding
+                            k.launches += 1
+                            k.bytes_read += in_bytes
+                            k.bytes_written += padded_bytes
+                            if pads is not None:
+                                pads[key] = padded_bytes
+                        k.bytes_read += padded_bytes - in_bytes  # the convolution reads the padded input
+                        k.attrs["conv_padding"] = "pad"
+                    if out_extra:
+                        k.bytes_written += out_extra
+                        k.attrs["conv_padding"] = "sliced output"
     return k
+
+
+def _conv_padding_legalization(nd: Node):
+    """XLA GPU's ConvPaddingLegalization (xla/service/gpu/transforms/
+    conv_padding_legalization.cc): cuDNN takes symmetric, non-negative padding only.
+    - A forward convolution with asymmetric padding gets its input padded by a kernel
+      of its own (all of the padding moves to it);
+    - a filter gradient (window dilation, as JAX writes it): the rewriter first moves
+      its high padding to the low one when the result is the same (GpuConvRewriter's
+      MatchBackwardFilter: any high padding from the minimum to the minimum + stride - 1
+      gives the same windows); what stays asymmetric gets the input padded by the
+      difference;
+    - an input gradient (base dilation) with asymmetric padding computes an output
+      larger by the difference, sliced afterwards (the slice fuses into its consumer).
+    Returns (key, input bytes, padded input bytes, extra output bytes) or None; key
+    names the input value and its padding, so that identical pads (XLA's CSE: the
+    forward convolution and its filter gradient pad the same activation alike) count
+    once."""
+    op = nd.op
+    try:
+        from ..rules import _i64_list
+
+        pad_attr = op.attributes["padding"] if "padding" in op.attributes else None
+        pads = [int(x) for x in pad_attr] if pad_attr is not None else []
+        lhs_dil = _i64_list(op, "lhs_dilation") or []
+        rhs_dil = _i64_list(op, "rhs_dilation") or []
+        from jaxlib.mlir.dialects import stablehlo as shlo
+
+        dn = shlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
+        lhs = type_info(op.operands[0].type)
+        out = type_info(op.results[0].type)
+        spatial = list(dn.input_spatial_dimensions)
+        out_spatial = list(dn.output_spatial_dimensions)
+    except Exception:
+        return None
+    if len(pads) != 2 * len(spatial) or not spatial or not lhs.is_tensor:
+        return None
+    lo_hi = [(pads[2 * d], pads[2 * d + 1]) for d in range(len(spatial))]
+    if all(lo == hi for lo, hi in lo_hi) and all(lo >= 0 for lo, _ in lo_hi):
+        return None  # canonical: cuDNN pads inside
+    base_dilated = any(x != 1 for x in lhs_dil)
+    window_dilated = any(x != 1 for x in rhs_dil)
+    if base_dilated:  # input gradient: a larger output, then a slice
+        if any(lo < 0 or hi < 0 for lo, hi in lo_hi):
+            return None
+        grow = 1.0
+        for d, (lo, hi) in enumerate(lo_hi):
+            size = out.shape[out_spatial[d]]
+            grow *= (size + abs(lo - hi)) / max(1, size)
+        return None if grow == 1.0 else (None, 0, 0, int(out.nbytes * (grow - 1)))
+    if window_dilated:  # filter gradient (GpuConvRewriter's MatchBackwardFilter)
+        if any(lo < 0 for lo, _ in lo_hi):
+            return None  # not matched as a backward filter convolution
+        try:
+            rhs = type_info(op.operands[1].type)
+            kernel_spatial = list(dn.kernel_spatial_dimensions)
+        except Exception:
+            return None
+        moved = []
+        for d, (lo, _hi) in enumerate(lo_hi):
+            # any high padding from min_high to min_high + stride - 1 gives the same
+            # result; the rewriter takes the low padding when it is in that range
+            stride = rhs_dil[d] if d < len(rhs_dil) else 1
+            padded_size = out.shape[out_spatial[d]] + (rhs.shape[kernel_spatial[d]] - 1) * stride
+            min_high = padded_size - lhs.shape[spatial[d]] - lo
+            hi = lo if min_high <= lo <= min_high + stride - 1 else (min_high if lo < min_high else min_high + stride - 1)
+            if hi < 0:
+                return None
+            moved.append((lo - min(lo, hi), hi - min(lo, hi)))  # the legalization pads the difference
+    else:  # forward: every positive padding moves into the pad
+        moved = [(max(lo, 0), max(hi, 0)) for lo, hi in lo_hi]
+    elems = lhs.num_elements
+    padded = elems
+    for d, (lo, hi) in enumerate(moved):
+        size = lhs.shape[spatial[d]]
+        padded = padded * (size + lo + hi) // max(1, size)
+    if padded == elems:
+        return None
+    per = lhs.nbytes // max(1, elems)
+    key = (op.operands[0], tuple(moved))
+    return key, lhs.nbytes, padded * per, 0
 
 
 def _operand_facts(nodes, operand_nodes, g, i: int) -> list:
