@@ -385,6 +385,29 @@ func.func @main(%v: tensor<256xf32>, %x: tensor<256x256xf32>) -> tensor<256x256x
     assert roots == ["stablehlo.add", "stablehlo.exponential"]
 
 
+def test_expensive_producer_stays_out_when_the_broadcast_is_further_down():
+    """Batch norm's per-channel scale, rsqrt(var + eps) x gamma, then broadcast: XLA's
+    ReusesOperandElements follows the operand through the whole consumer fusion, so the
+    rsqrt is not pulled in through the cheap multiply either (XLA GPU's
+    `loop_multiply_fusion`, one per batch norm)."""
+    text = """
+func.func @main(%var: tensor<64xf32>, %gamma: tensor<64xf32>, %x: tensor<64x32x32x64xf32>) -> tensor<64x32x32x64xf32> {
+  %r = stablehlo.rsqrt %var : tensor<64xf32>
+  %m = stablehlo.multiply %r, %gamma : tensor<64xf32>
+  %b = stablehlo.broadcast_in_dim %m, dims = [3] : (tensor<64xf32>) -> tensor<64x32x32x64xf32>
+  %0 = stablehlo.multiply %x, %b : tensor<64x32x32x64xf32>
+  return %0 : tensor<64x32x32x64xf32>
+}
+"""
+    a = run_annotate(text, fusion="xla-gpu")
+    ks = kernels(a)
+    assert len(ks) == 2  # the per-channel kernel and the broadcasting one
+    small, big = sorted(ks, key=lambda k: k["bytes_written"])
+    assert small["root"] in ("stablehlo.rsqrt", "stablehlo.multiply")
+    assert small["bytes_written"] == 64 * F32 and small["transcendentals"] == 64
+    assert big["transcendentals"] == 0  # no rsqrt recomputed per element
+
+
 GEMM_EPILOGUE = """
 func.func @main(%x: tensor<512x1024xbf16>, %w: tensor<1024x2048xbf16>, %b: tensor<2048xbf16>) -> tensor<512x2048xbf16> {
   %d = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<512x1024xbf16>, tensor<1024x2048xbf16>) -> tensor<512x2048xbf16>

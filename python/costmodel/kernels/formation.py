@@ -725,11 +725,27 @@ class _Formation:
             return kind == "loop" and not g.has_reduce[cg] and g.out_elems[cg] == g.out_elems[pg]
         if pkind != "loop":
             return False
-        if g.expensive[pg] and g.reuses[cg]:
-            for u in self.users_in(r, cg):
-                if nodes[u].name in REUSING_OPS:
-                    return False  # the producer is expensive, and the consumer reuses its elements
+        if g.expensive[pg] and g.reuses[cg] and self.reuses_elements(r, cg):
+            return False  # the producer is expensive, and the consumer reuses its elements
         return True
+
+    def reuses_elements(self, r: int, cg: int) -> bool:
+        """Does kernel cg read the elements of node r several times? XLA's
+        ReusesOperandElements of a fusion follows the operand through the fused
+        computation (FusionReusesParamElements): a broadcast, gather, pad or
+        reduce_window anywhere downstream of it inside the kernel reuses it."""
+        nodes = self.nodes
+        seen: set = set()
+        stack = list(self.users_in(r, cg))
+        while stack:
+            u = stack.pop()
+            if u in seen:
+                continue
+            seen.add(u)
+            if nodes[u].name in REUSING_OPS:
+                return True
+            stack.extend(self.users_in(u, cg))
+        return False
 
     def benefit(self, pg: int, cons: list) -> float:
         """XLA's priority of a producer: time_unfused - time_fused
