@@ -10,8 +10,9 @@ per-device program: a collective whose operands, attributes (the channel handle
 aside), result types and reduction body equal those of one that precedes it in the same
 block or in an enclosing block is replaced by it.
 
-`propagate-shardings` runs it after `sdy-convert-global-to-local`, before reduce-scatter
-formation (docs/sharding.md). The oracle (tests/test_spmd_oracle.py and
+`propagate-shardings` runs it on Shardy's collectives right after
+`sdy-reshard-to-collectives` (`xla_spmd.merge_duplicate_reshards`) and on StableHLO's
+after `sdy-convert-global-to-local`, before reduce-scatter formation (docs/sharding.md). The oracle (tests/test_spmd_oracle.py and
 tests/test_workloads_llama.py) compares the result with XLA's partitioner.
 """
 
@@ -66,9 +67,11 @@ def _key(op) -> tuple:
     )
 
 
-def merge_identical_collectives(module: ir.Operation) -> int:
+def merge_identical_collectives(module: ir.Operation, names: frozenset | tuple = COLLECTIVES) -> int:
     """Replace every collective that repeats an earlier, dominating one (see the module
-    doc). Returns how many were removed."""
+    doc). `names`: the ops to merge (StableHLO's collectives by default;
+    `xla_spmd.merge_duplicate_reshards` passes Shardy's, before they are lowered).
+    Returns how many were removed."""
     removed = 0
 
     def visit_block(block, scopes: list[dict]) -> None:
@@ -77,7 +80,7 @@ def merge_identical_collectives(module: ir.Operation) -> int:
         scopes.append(table)
         for op in list(block.operations):
             op = op.operation
-            if op.name in COLLECTIVES:
+            if op.name in names:
                 key = _key(op)
                 earlier = next((s[key] for s in reversed(scopes) if key in s), None)
                 if earlier is not None:

@@ -233,32 +233,15 @@ _SDY_COLLECTIVES = ("sdy.all_gather", "sdy.all_slice", "sdy.all_to_all", "sdy.co
 
 
 def merge_duplicate_reshards(module: ir.Operation) -> int:
-    """Two identical `sdy` collectives of the same value in one block become one (the
-    first): XLA's SPMD partitioner reshards a value once and reuses the result (its
+    """Two identical `sdy` collectives of the same value become one (the first, which
+    dominates): XLA's SPMD partitioner reshards a value once and reuses the result (its
     reshard cache), `sdy-reshard-to-collectives` emits a collective per use (an FSDP step
     all-gathers its input for the forward matmul and again for the backward one).
+    `costmodel.reshard_cse.merge_identical_collectives` on Shardy's collectives.
     Returns how many were removed."""
-    n = 0
-    for op in walk_ops(module):
-        for region in op.regions:
-            for block in region.blocks:
-                seen = {}
-                for child in list(block.operations):
-                    child = child.operation
-                    if child.name not in _SDY_COLLECTIVES:
-                        continue
-                    attrs = sorted(
-                        (child.attributes[i].name, str(child.attributes[i].attr)) for i in range(len(child.attributes))
-                    )
-                    key = (child.name, tuple(attrs), tuple(child.operands), str(child.results[0].type))
-                    first = seen.get(key)
-                    if first is None:
-                        seen[key] = child
-                        continue
-                    child.results[0].replace_all_uses_with(first.results[0])
-                    child.erase()
-                    n += 1
-    return n
+    from .reshard_cse import merge_identical_collectives
+
+    return merge_identical_collectives(module, frozenset(_SDY_COLLECTIVES))
 
 
 def _dot_dims(op):
