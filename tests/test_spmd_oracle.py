@@ -14,7 +14,6 @@ operand (`tensor<8x64xf32>`); the bytes and groups are equal, the types are not.
 from __future__ import annotations
 
 import collections
-import math
 import os
 import re
 import subprocess
@@ -28,6 +27,9 @@ import jax  # noqa: E402,F401  (the [test] extra installs it)
 from costmodel.ir import DiagnosticEngine, ir, load_module, make_context  # noqa: E402
 from costmodel.passes import PassSession, get_pass  # noqa: E402
 from costmodel.shapes import type_info  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+from collective_oracle import KINDS, groups_from_mesh_axes  # noqa: E402
 
 HERE = os.path.dirname(__file__)
 GENERATE = os.path.join(HERE, "data", "sharded", "generate.py")
@@ -96,29 +98,6 @@ EXPECTED_KINDS = {
 KNOWN_DIFFERENCES = ["mid_reshard", "mid_reshard_gspmd", "scan_dp_gspmd", "scan_fsdp_gspmd"]
 CASES = list(EXPECTED_KINDS)
 
-KINDS = {
-    "dp_mlp": {"all_reduce": 2},
-    "tp_mlp": {"all_reduce": 1},
-    "fsdp_mlp": {"all_gather": 2},
-    "fsdp_mlp_constrained": {"all_gather": 2},
-    "transformer_dp_tp": {"all_reduce": 2},
-    "reshard_all_to_all": {"all_to_all": 1},
-    "reshard_permute": {"collective_permute": 1},
-    "shard_map": {"all_reduce": 1},
-    "tp_mlp_gspmd": {"all_reduce": 1},
-    "transformer_dp_tp_gspmd": {"all_reduce": 2},
-    "reshard_all_to_all_gspmd": {"all_to_all": 1},
-    "private_calls": {"all_reduce": 1},
-}
-
-KINDS = {
-    "stablehlo.all_reduce",
-    "stablehlo.all_gather",
-    "stablehlo.reduce_scatter",
-    "stablehlo.all_to_all",
-    "stablehlo.collective_permute",
-    "stablehlo.collective_broadcast",
-}
 
 
 def _walk(op):
@@ -127,35 +106,6 @@ def _walk(op):
             for child in block.operations:
                 yield child.operation
                 yield from _walk(child.operation)
-
-
-def _mesh(module, name):
-    for op in module.regions[0].blocks[0].operations:
-        op = op.operation
-        if op.name == "sdy.mesh" and ir.StringAttr(op.attributes["sym_name"]).value == name:
-            text = str(op.attributes["mesh"])
-            axes = [(a, int(s)) for a, s in re.findall(r'"([^"]+)"\s*=\s*(\d+)', text)]
-            ids = re.search(r"device_ids\s*=\s*\[([^\]]*)\]", text)
-            n = math.prod(s for _, s in axes)
-            dev = [int(x) for x in ids.group(1).split(",")] if ids else list(range(n))
-            return axes, dev
-    raise AssertionError(f"no sdy.mesh @{name}")
-
-
-def _groups_from_mesh_axes(module, text):
-    """`#stablehlo.replica_group_mesh_axes<mesh = @m, axes = [...]>` -> device groups."""
-    mesh = re.search(r"mesh\s*=\s*@([\w.$-]+)", text).group(1)
-    axes, dev = _mesh(module, mesh)
-    refs = re.findall(r'#stablehlo\.axis_ref<name = "([^"]+)"([^>]*)>', text)
-    assert all("sub_axis" not in rest for _, rest in refs), f"sub-axes not handled in this test: {text}"
-    names = [n for n, _ in refs]
-    arr = np.array(dev).reshape([s for _, s in axes])
-    group_dims = [i for i, (a, _) in enumerate(axes) if a in names]
-    other = [i for i in range(len(axes)) if i not in group_dims]
-    # order group dims as listed in the attribute (major to minor)
-    group_dims = sorted(group_dims, key=lambda i: names.index(axes[i][0]))
-    arr = arr.transpose(other + group_dims).reshape(-1, math.prod(axes[i][1] for i in group_dims) if group_dims else 1)
-    return [list(map(int, g)) for g in arr]
 
 
 def _reachable_ops(module):
@@ -207,7 +157,7 @@ def collectives(module, groups_by_channel=None):
                 if groups_by_channel is not None and channel and channel.group(1) in groups_by_channel:
                     rows = groups_by_channel[channel.group(1)]
                 else:
-                    rows = _groups_from_mesh_axes(module, str(attr))
+                    rows = groups_from_mesh_axes(module, str(attr))
             size = len(rows[0]) if rows else 0
             groups = frozenset(frozenset(r) for r in rows)
         out.append((kind, size, nbytes, groups, str(op.operands[0].type)))

@@ -39,7 +39,7 @@ ORACLE = os.path.join(HERE, "data", "sharded", "llama_oracle.py")
 sys.path.insert(0, os.path.join(HERE, "data", "sharded"))
 import llama_oracle  # noqa: E402
 
-from test_spmd_oracle import KINDS, _groups_from_mesh_axes  # noqa: E402
+from collective_oracle import KINDS, groups_from_mesh_axes  # noqa: E402
 
 ORACLE_CASES = list(llama_oracle.CASES)
 EXPORT_CASES = list(llama_oracle.EXPORTS)
@@ -277,7 +277,7 @@ def _groups(module, op, by_channel=None):
         dense = ir.DenseIntElementsAttr(attr)
         rows = np.array(dense).reshape(dense.type.shape).tolist()
     except ValueError:
-        rows = _groups_from_mesh_axes(module, str(attr))
+        rows = groups_from_mesh_axes(module, str(attr))
     return frozenset(frozenset(int(x) for x in r) for r in rows)
 
 
