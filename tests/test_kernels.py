@@ -765,3 +765,16 @@ def test_asymmetric_conv_padding_is_a_pad_kernel_on_gpu(pad_low, dw, launches):
         assert fwd["bytes_read"] == x + w and fwd["bytes_written"] == g
     a_tpu = run_annotate(text, fusion="xla-tpu")
     assert sum(k["launches"] for k in kernels(a_tpu)) == 2  # the rule is cuDNN's, GPU only
+
+
+def test_asymmetric_padding_of_a_dynamic_convolution_is_marked_not_guessed():
+    text = """
+func.func @main(%x: tensor<?x32x32x64xbf16>, %w: tensor<3x3x64x64xbf16>) -> tensor<?x16x16x64xbf16> {
+  %c = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [2, 2], pad = [[0, 1], [0, 1]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<?x32x32x64xbf16>, tensor<3x3x64x64xbf16>) -> tensor<?x16x16x64xbf16>
+  return %c : tensor<?x16x16x64xbf16>
+}
+"""
+    a = run_annotate(text, fusion="xla-gpu")  # no crash in the padding rule either
+    conv = next(op for op in a.ops() if op.name == "stablehlo.convolution")
+    assert "costmodel.unsupported" in conv.attributes and "costmodel.kernel" not in conv.attributes
+    assert kernels(a) == []

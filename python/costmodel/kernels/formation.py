@@ -1347,8 +1347,10 @@ def _conv_padding_legalization(nd: Node):
         out_spatial = list(dn.output_spatial_dimensions)
     except Exception:
         return None
-    if len(pads) != 2 * len(spatial) or not spatial or not lhs.is_tensor:
+    if len(pads) != 2 * len(spatial) or not spatial or not lhs.is_tensor or not out.is_tensor:
         return None
+    if any(d < 0 for d in lhs.shape) or any(d < 0 for d in out.shape):
+        return None  # dynamic shapes: no static pad size
     lo_hi = [(pads[2 * d], pads[2 * d + 1]) for d in range(len(spatial))]
     if all(lo == hi for lo, hi in lo_hi) and all(lo >= 0 for lo, _ in lo_hi):
         return None  # canonical: cuDNN pads inside
