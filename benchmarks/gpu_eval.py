@@ -21,7 +21,8 @@ Sections:
    own fusion kernels by size (HLO bytes against measured time);
 3. the microbenchmarks against the calibration of the hardware spec: the time of an
    empty kernel, a fit t = a + bytes / B of the streaming kernels, matmul rates, and
-   each ResNet convolution measured against the calibrated backend's prediction of it.
+   each ResNet convolution and batch-norm statistics reduction measured against the
+   calibrated backend's prediction of it.
 
 Nothing here feeds a parameter; the references are for validation.
 """
@@ -371,10 +372,11 @@ def section_micro(args, runs, doc) -> None:
         return
     print(f"== 3. Microbenchmarks against the calibration of {hw.name} ==")
     out = doc["micro"]
-    if "launch" in micro:
-        ns = micro["launch"]["per_kernel_ns"]
-        out["launch_ns"] = ns
-        print(f"empty kernel (1000 in a chain, XLA): {ns:.0f} ns measured; spec kernel_launch_ns {cal['kernel_launch_ns']:.0f}")
+    launches = {name: r["micro"]["launch"]["per_kernel_ns"] for name, r in runs.items() if "launch" in r.get("micro", {})}
+    if launches:
+        out["launch_ns"] = launches
+        cells = ", ".join(f"{ns:.0f} ns ({name})" for name, ns in launches.items())
+        print(f"empty kernel (1000 in a chain, XLA): {cells}; spec kernel_launch_ns {cal['kernel_launch_ns']:.0f}")
     if "bandwidth" in micro:
         rows = micro["bandwidth"]
         x = np.array([2 * r["bytes"] for r in rows], float)  # read + written
@@ -408,7 +410,38 @@ def section_micro(args, runs, doc) -> None:
         timed = "GPU kernel time per call, profiled" if "fwd_kernels" in micro["conv"][0] else "wall time per call"
         print(f"convolutions: calibrated MAPE {100 * sum(errs) / len(errs):.1f}% over {len(errs)} kernels "
               f"(measured: {timed}; each convolution alone)")
+    if "reduce" in micro:
+        errs = []
+        out["reduce"] = []
+        print(f"{'batch-norm statistics of':<24} {'measured':>9} {'predicted':>9}  launches (XLA / ours)")
+        for row in micro["reduce"]:
+            p = reduce_prediction(row, args.system)
+            m_ms = (row["kernel_s"] or row["wall_s"]) * 1e3
+            errs.append(abs(p.compute_ms - m_ms) / m_ms)
+            out["reduce"].append({"shape": row["shape"], "measured_ms": m_ms, "predicted_ms": p.compute_ms,
+                                  "measured_kernels": row["kernels_per_call"], "predicted_launches": p.kernel_count})
+            shape = "x".join(map(str, row["shape"]))
+            print(f"{shape:<24} {m_ms:>7.4f}ms {p.compute_ms:>7.4f}ms {100 * (p.compute_ms - m_ms) / m_ms:>+4.0f}%  "
+                  f"{row['kernels_per_call']:.0f} / {p.kernel_count}")
+        print(f"batch-norm statistics: calibrated MAPE {100 * sum(errs) / len(errs):.1f}% over {len(errs)} shapes")
     print()
+
+
+def reduce_prediction(row: dict, system: str):
+    """The calibrated backend on the measured batch-norm statistics (sum and sum of
+    squares over N, H, W in f32 of a bf16 activation), lowered by jax as
+    gpu_measure.py ran it."""
+    import jax
+    import jax.numpy as jnp
+
+    from costmodel.pipeline import predict_step
+
+    def stats(x):
+        xf = x.astype(jnp.float32)
+        return jnp.sum(xf, axis=(0, 1, 2)), jnp.sum(xf * xf, axis=(0, 1, 2))
+
+    text = jax.jit(stats).lower(jax.ShapeDtypeStruct(tuple(row["shape"]), jnp.bfloat16)).as_text()
+    return predict_step(text, system=system, backend="calibrated")
 
 
 def conv_predictions(row: dict, system: str) -> dict:

@@ -27,6 +27,8 @@ the whole call / kernels, median over repeats):
 - `bandwidth`: 20 kernels `y = y * a + b` (bf16) per size from 1 MiB to 1 GiB, bytes
   read + written per kernel = 2 x size;
 - `matmul`: bf16 square products 1024..8192;
+- `reduce`: batch-norm statistics (sum and sum of squares over N, H, W in f32) of the
+  bf16 activations of ResNet-18/50 at batch 256, profiled kernel time per call;
 - `conv`: the convolutions of ResNet-18/50 at batch 256 (bf16, NHWC/HWIO), forward,
   gradient wrt the input and wrt the filter, each on its own: GPU kernel time per call
   from a profile (`<what>_s`; the wall time per call, `<what>_wall_s`, has a floor of
@@ -249,6 +251,40 @@ def kernel_time_per_call(fn, args, calls: int) -> tuple[float, float]:
         return sum(float(e.get("dur", 0)) for e in kernels) / calls / 1e6, len(kernels) / calls
     finally:
         shutil.rmtree(trace_dir, ignore_errors=True)
+
+
+# activations of ResNet-18/50 at batch 256 (NHWC, bf16) whose batch-norm statistics are reduced
+REDUCE_SHAPES = [(256, 112, 112, 64), (256, 56, 56, 64), (256, 56, 56, 256), (256, 28, 28, 128),
+                 (256, 14, 14, 256), (256, 7, 7, 512), (256, 7, 7, 2048)]
+
+
+@guarded("micro.reduce")
+def micro_reduce(smoke: bool) -> None:
+    """Batch-norm-style column reductions: sum and sum of squares over N, H, W of a bf16
+    NHWC activation, in f32 (one jitted function; XLA forms its reduction kernels).
+    GPU kernel time per call (profiled) against the bytes of the input read once."""
+    import jax
+    import jax.numpy as jnp
+
+    rows = []
+    key = jax.random.PRNGKey(5)
+    shapes = [(2, 16, 16, 8)] if smoke else REDUCE_SHAPES
+    for shape in shapes:
+        x = jax.random.normal(key, shape, jnp.bfloat16)
+
+        def stats(x):
+            xf = x.astype(jnp.float32)
+            return jnp.sum(xf, axis=(0, 1, 2)), jnp.sum(xf * xf, axis=(0, 1, 2))
+
+        fn = jax.jit(stats)
+        wall = wall_per_call(fn, (x,), repeats=3 if smoke else 7, inner=3 if smoke else 10)
+        kernel_s, kernels = kernel_time_per_call(fn, (x,), calls=3 if smoke else 10)
+        t = kernel_s or wall["median_s"]
+        nbytes = x.size * 2
+        rows.append({"shape": list(shape), "bytes_read": nbytes, "kernel_s": kernel_s, "wall_s": wall["median_s"],
+                     "kernels_per_call": kernels, "GBps": nbytes / t / 1e9})
+        log(f"reduce {shape}: {nbytes / t / 1e9:.0f} GB/s ({kernels:.0f} kernels)")
+    RESULTS["micro"]["reduce"] = rows
 
 
 # (name, H, W, C_in, C_out, kernel, stride): the convolutions of ResNet-18 and -50 at 224x224
@@ -512,7 +548,7 @@ def main(argv=None) -> int:
     ap.add_argument("--llama", default="llama3-100m", help="LLaMA-3 models to time on one device (comma-separated)")
     ap.add_argument("--mode", choices=("train", "inference"), default="train", help="ResNet step (default train)")
     ap.add_argument("--no-micro", action="store_true")
-    ap.add_argument("--micro", default="launch,bandwidth,matmul,conv", help="which microbenchmarks (comma-separated)")
+    ap.add_argument("--micro", default="launch,bandwidth,matmul,conv,reduce", help="which microbenchmarks (comma-separated)")
     args = ap.parse_args(argv)
     log(f"writing to {OUT}")
     RESULTS["argv"] = sys.argv[1:]
@@ -523,7 +559,7 @@ def main(argv=None) -> int:
     if not args.no_micro:
         chosen = set(args.micro.split(","))
         for name, fn in (("launch", micro_launch), ("bandwidth", micro_bandwidth), ("matmul", micro_matmul),
-                         ("conv", micro_conv)):
+                         ("conv", micro_conv), ("reduce", micro_reduce)):
             if name in chosen:
                 fn(args.smoke)
     for name in models[1:]:
