@@ -527,37 +527,24 @@ def report(ours, xla, facts, show: str | None, adjusted: bool = False, out=sys.s
         p("(xla16: XLA's bytes with every f32 value a convolution reads or writes counted in bf16, as the export "
           "has it; a rough adjustment: it does not undo what f32 changed in XLA's fusion decisions)")
     p()
-    p("activation-sized values written, by category and dtype (count / GB):")
-    for cat in CATEGORIES:
-        cells = {}
-        for s in by:
-            c = collections.Counter()
-            g = collections.Counter()
-            for k in by[s].get(cat, []):
-                for o in k.outputs:
-                    if o.elems >= facts["act_elems"]:
-                        c[o.dtype] += 1
-                        g[o.dtype] += o.nbytes
-            cells[s] = ", ".join(f"{c[d]} {d} {g[d] / 1e9:.2f}" for d in sorted(c)) or "-"
-        if cells["ours"] == "-" and cells["xla"] == "-":
-            continue
-        p(f"  {cat:<22} ours: {cells['ours']:<40} xla: {cells['xla']}")
-    p()
-    p("activation-sized values read, by category and dtype (count / GB):")
-    for cat in CATEGORIES:
-        cells = {}
-        for s in by:
-            c = collections.Counter()
-            g = collections.Counter()
-            for k in by[s].get(cat, []):
-                for o in k.inputs:
-                    if o.elems >= facts["act_elems"]:
-                        c[o.dtype] += 1
-                        g[o.dtype] += o.nbytes
-            cells[s] = ", ".join(f"{c[d]} {d} {g[d] / 1e9:.2f}" for d in sorted(c)) or "-"
-        if cells["ours"] == "-" and cells["xla"] == "-":
-            continue
-        p(f"  {cat:<22} ours: {cells['ours']:<40} xla: {cells['xla']}")
+    for what, side in (("written", "outputs"), ("read", "inputs")):
+        p(f"activation-sized values {what}, by category and dtype (count / GB):")
+        for cat in CATEGORIES:
+            cells = {}
+            for s in by:
+                c = collections.Counter()
+                g = collections.Counter()
+                for k in by[s].get(cat, []):
+                    for o in getattr(k, side):
+                        if o.elems >= facts["act_elems"]:
+                            c[o.dtype] += 1
+                            g[o.dtype] += o.nbytes
+                cells[s] = ", ".join(f"{c[d]} {d} {g[d] / 1e9:.2f}" for d in sorted(c)) or "-"
+            if cells["ours"] == "-" and cells["xla"] == "-":
+                continue
+            p(f"  {cat:<22} ours: {cells['ours']:<40} xla: {cells['xla']}")
+        if what == "written":
+            p()
     if show:
         for s in by:
             p()

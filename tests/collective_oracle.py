@@ -48,3 +48,24 @@ def groups_from_mesh_axes(module, text):
     group_dims = sorted(group_dims, key=lambda i: names.index(axes[i][0]))
     arr = arr.transpose(other + group_dims).reshape(-1, math.prod(axes[i][1] for i in group_dims) if group_dims else 1)
     return [list(map(int, g)) for g in arr]
+
+
+def run_generator(script: str, out, args: list, timeout: int) -> None:
+    """Run a workload generator (tests/data/sharded/*.py) in a child Python on the host
+    CPU (its own XLA flags: the child picks its device count), failing the test with
+    the end of its stderr if it fails."""
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+
+    env = dict(os.environ)
+    env.pop("XLA_FLAGS", None)
+    env["JAX_PLATFORMS"] = "cpu"
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    proc = subprocess.run(
+        [sys.executable, script, str(out), *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"{os.path.basename(script)} failed:\n{proc.stderr[-4000:]}")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import collections
 import os
 import re
-import subprocess
 import sys
 
 import numpy as np
@@ -29,7 +28,7 @@ from costmodel.passes import PassSession, get_pass  # noqa: E402
 from costmodel.shapes import type_info  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from collective_oracle import KINDS, groups_from_mesh_axes  # noqa: E402
+from collective_oracle import KINDS, groups_from_mesh_axes, run_generator  # noqa: E402
 
 HERE = os.path.dirname(__file__)
 GENERATE = os.path.join(HERE, "data", "sharded", "generate.py")
@@ -175,18 +174,7 @@ def summary(colls):
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
     out = tmp_path_factory.mktemp("spmd_oracle")
-    env = dict(os.environ)
-    env.pop("XLA_FLAGS", None)
-    env["JAX_PLATFORMS"] = "cpu"
-    proc = subprocess.run(
-        [sys.executable, GENERATE, str(out), "--oracle", *CASES, *KNOWN_DIFFERENCES],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"generate.py failed:\n{proc.stderr[-4000:]}")
+    run_generator(GENERATE, out, ["--oracle", *CASES, *KNOWN_DIFFERENCES], timeout=300)
     return out
 
 

@@ -39,7 +39,7 @@ ORACLE = os.path.join(HERE, "data", "sharded", "llama_oracle.py")
 sys.path.insert(0, os.path.join(HERE, "data", "sharded"))
 import llama_oracle  # noqa: E402
 
-from collective_oracle import KINDS, groups_from_mesh_axes  # noqa: E402
+from collective_oracle import KINDS, groups_from_mesh_axes, run_generator  # noqa: E402
 
 ORACLE_CASES = list(llama_oracle.CASES)
 EXPORT_CASES = list(llama_oracle.EXPORTS)
@@ -144,19 +144,7 @@ def test_list(capsys):
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
     out = tmp_path_factory.mktemp("llama_oracle")
-    env = dict(os.environ)
-    env.pop("XLA_FLAGS", None)
-    env["JAX_PLATFORMS"] = "cpu"
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    proc = subprocess.run(
-        [sys.executable, ORACLE, str(out), *ORACLE_CASES, *EXPORT_CASES],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"llama_oracle.py failed:\n{proc.stderr[-4000:]}")
+    run_generator(ORACLE, out, [*ORACLE_CASES, *EXPORT_CASES], timeout=600)
     return out
 
 
