@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 
 
@@ -47,19 +46,15 @@ def main(argv=None) -> int:
     ap.add_argument("--no-profiled", action="store_true", help="skip the profiled backend (it measures every kernel)")
     args = ap.parse_args(argv)
 
-    tmp = None
-    if args.cache_dir:
-        os.environ["COSTMODEL_CACHE_DIR"] = os.path.abspath(args.cache_dir)
-    else:
-        tmp = tempfile.mkdtemp(prefix="costmodel-learned-eval-")
-        os.environ["COSTMODEL_CACHE_DIR"] = tmp
+    from costmodel.profiling.evaluate import evaluation_cache
+
+    host1, cleanup = evaluation_cache(args.cache_dir, "costmodel-learned-eval-", args.threads)
 
     from costmodel.backends.learned import shipped_model_path
     from costmodel.learn.model import TreeModel
     from costmodel.learn.programs import corpus_programs
     from costmodel.learn.train import median_ape
     from costmodel.profiling.evaluate import mape, measure_whole, predicted_total_ns, spearman
-    from costmodel.profiling.host import host_cpu_json
     from costmodel.profiling.profiler import KernelProfiler
 
     t0 = time.time()
@@ -69,9 +64,6 @@ def main(argv=None) -> int:
     candidates = corpus_programs(args.programs + len(seen), args.seed)
     programs = [p for p in candidates if p.name.split("#")[0] not in seen][: args.programs]
 
-    host1 = os.path.join(os.environ["COSTMODEL_CACHE_DIR"], f"host-cpu-{args.threads}core.json")
-    with open(host1, "w") as fh:
-        json.dump(host_cpu_json(threads=args.threads or None), fh, indent=1)
     prof = KernelProfiler(threads=args.threads, repeats=args.repeats, progress=False)
     popts = {"threads": str(args.threads), "repeats": str(args.repeats), "progress": "off"}
     configs = [("learned", "host-cpu", "learned", {"model": model_path})]
@@ -130,10 +122,7 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=1)
-    if tmp:
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
+    cleanup()
     return 0
 
 

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 import time
 
 
@@ -38,22 +36,15 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="also write the rows as JSON here")
     args = ap.parse_args(argv)
 
-    tmp = None
-    if args.cache_dir:
-        os.environ["COSTMODEL_CACHE_DIR"] = os.path.abspath(args.cache_dir)
-    else:
-        tmp = tempfile.mkdtemp(prefix="costmodel-profiled-eval-")
-        os.environ["COSTMODEL_CACHE_DIR"] = tmp
+    from costmodel.profiling.evaluate import evaluation_cache
+
+    host1, cleanup = evaluation_cache(args.cache_dir, "costmodel-profiled-eval-", args.threads)
 
     from costmodel.learn.programs import held_in_programs
     from costmodel.profiling.evaluate import mape, measure_whole, predicted_total_ns, spearman
-    from costmodel.profiling.host import host_cpu_json
     from costmodel.profiling.profiler import KernelProfiler
 
     t_start = time.time()
-    host1 = os.path.join(os.environ["COSTMODEL_CACHE_DIR"], f"host-cpu-{args.threads}core.json")
-    with open(host1, "w") as fh:
-        json.dump(host_cpu_json(threads=args.threads or None), fh, indent=1)
     prof = KernelProfiler(threads=args.threads, repeats=args.repeats)
     popts = {"threads": str(args.threads), "repeats": str(args.repeats), "progress": "off"}
     configs = [
@@ -108,10 +99,7 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=1)
-    if tmp:
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
+    cleanup()
     return 0
 
 

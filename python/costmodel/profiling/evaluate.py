@@ -56,6 +56,32 @@ def measure_whole(text: str, profiler, *, refresh: bool = False) -> float:
     return row.time_ns
 
 
+def evaluation_cache(cache_dir: str | None, prefix: str, threads: int):
+    """Set up an evaluation run's measurement cache ($COSTMODEL_CACHE_DIR: `cache_dir`,
+    kept, or a fresh temporary directory) and write the host-cpu spec of `threads`
+    cores into it. Returns (host spec path, cleanup): cleanup() removes a temporary
+    cache and leaves a given one."""
+    import json
+    import os
+    import shutil
+    import tempfile
+
+    from .cache import ENV_CACHE_DIR
+    from .host import host_cpu_json
+
+    tmp = None if cache_dir else tempfile.mkdtemp(prefix=prefix)
+    os.environ[ENV_CACHE_DIR] = os.path.abspath(cache_dir) if cache_dir else tmp
+    spec = os.path.join(os.environ[ENV_CACHE_DIR], f"host-cpu-{threads}core.json")
+    with open(spec, "w") as fh:
+        json.dump(host_cpu_json(threads=threads or None), fh, indent=1)
+
+    def cleanup() -> None:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    return spec, cleanup
+
+
 def signed_error(pred: float, meas: float) -> float:
     return (pred - meas) / meas
 
