@@ -468,3 +468,59 @@ def test_calibrated_system_exporter_and_simulator_agree(annotate, tmp_path, text
         assert sim.ranks[0].comm_busy_ns == pytest.approx(t_cal, abs=1)
         assert res["plain"][1].ranks[0].comm_busy_ns == pytest.approx(t_plain, abs=1)
         assert t_cal > t_plain + 11600  # the latency, and the bandwidth at 78% (less the fused reduction)
+
+
+# -- re-timing a template (costmodel predict: one graph per fusion policy) ----------------
+
+
+def _node_facts(template):
+    return [
+        (n.idx, n.kind, n.name, sorted(n.deps), n.time_ns, n.duration_us, n.flops, n.nbytes, n.op_count,
+         n.kernel_count, n.comm_kind, n.comm_bytes, n.groups, n.pairs, n.tag)
+        for n in template.nodes
+    ]
+
+
+@pytest.mark.parametrize("granularity", ["region", "op"])
+@pytest.mark.parametrize("backend", ["roofline", "calibrated"])
+@pytest.mark.parametrize("source", ["OVERLAP", "GROUPS", "examples/resnet50_train_4dev.mlir"])
+def test_retimed_template_equals_a_fresh_build(source, backend, granularity, annotate):
+    """The graph of a module costed by the same backend for other hardware, re-timed from
+    a recorded template, is the graph build_template makes of it: the same nodes, the
+    same dependencies, the same float times and rounded durations."""
+    from costmodel.chakra.export import build_template, retime_template
+
+    text = open(os.path.join(os.path.dirname(HERE), source)).read() if source.endswith(".mlir") else globals()[source]
+    first = annotate(text, "a100-40gb", fusion="xla-gpu", backend=backend)
+    recorded = build_template(first.module, granularity, record=True)
+    assert recorded.retime is not None
+    for hw in ["h100-sxm", "b200", "a100-40gb"]:
+        other = annotate(text, hw, fusion="xla-gpu", backend=backend)
+        retimed = retime_template(recorded, other.module)
+        fresh = build_template(other.module, granularity)
+        assert retimed is not None
+        assert _node_facts(retimed) == _node_facts(fresh)
+        assert retimed.compute_time_ns == fresh.compute_time_ns
+        assert retimed.warnings == fresh.warnings
+
+
+def test_retime_refuses_a_graph_of_another_shape(annotate):
+    """An op whose time is zero on one module and not on the other changes the graph's
+    shape: retime_template says so (None) instead of re-timing the wrong graph."""
+    from costmodel.chakra.export import build_template, retime_template
+    from costmodel.ir import ir
+
+    first = annotate(OVERLAP, "a100-40gb", fusion="none")
+    recorded = build_template(first.module, "op", record=True)
+    other = annotate(OVERLAP, "h100-sxm", fusion="none")
+    # the multiply (the last op with a cost) now costs nothing on `other`
+    ops = [op for op in other.module.regions[0].blocks[0].operations[0].regions[0].blocks[0].operations]
+    mul = next(op.operation for op in ops if op.operation.name == "stablehlo.multiply")
+    with other.module.context:
+        d = {a.name: a.attr for a in ir.DictAttr(mul.attributes["costmodel.cost"])}
+        d["time_ns"] = ir.FloatAttr.get_f64(0.0)
+        mul.attributes["costmodel.cost"] = ir.DictAttr.get(d)
+    assert retime_template(recorded, other.module) is None
+    # loops keep their own periodicity check: no plan is recorded for a compact loop's template
+    looped = annotate(LOOP, "a100-40gb", fusion="none")
+    assert build_template(looped.module, "region", record=True).retime is not None  # short loops are unrolled

@@ -64,6 +64,35 @@ def test_rows_for_every_system_and_backend(model):
     assert len(res.top_kernels) == 3 and res.top_kernels_of == "a100-40gb-x4 / roofline"
 
 
+@pytest.mark.parametrize("source", ["MODEL", "examples/transformer_train_2x4.mlir"])
+def test_reused_graphs_change_nothing(source, tmp_path, monkeypatch):
+    """predict builds one Chakra graph per (fusion, backend) and re-times it for the other
+    systems (chakra.export.retime_template): every row is what a graph built afresh for
+    each system gives."""
+    from costmodel.chakra import export
+
+    if source == "MODEL":
+        path = tmp_path / "dp.mlir"
+        path.write_text(MODEL)
+    else:  # a Shardy-sharded transformer on 8 devices
+        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), source)
+    systems = SYSTEMS if source == "MODEL" else ["dgx-a100", "dgx-h100", "mi300x-x8"]
+    calls = []
+    real = export.retime_template
+
+    def counted(template, module):
+        out = real(template, module)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(export, "retime_template", counted)
+    reused = predict(str(path), systems=systems, backends=["roofline", "calibrated"], top=3)
+    assert calls and all(calls)  # every system after the first re-timed the graph
+    monkeypatch.setattr(export, "retime_template", lambda template, module: None)
+    fresh = predict(str(path), systems=systems, backends=["roofline", "calibrated"], top=3)
+    assert [r.to_dict() for r in reused.rows] == [r.to_dict() for r in fresh.rows]
+
+
 def test_json_schema(model, capsys):
     rc, out, _ = run_cli(capsys, "predict", model, "--system", "a100-40gb-x4", "--system", "h100-sxm-x4",
                          "--backend", "roofline", "--backend", "calibrated", "--json", "--top", "2")

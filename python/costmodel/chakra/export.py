@@ -197,10 +197,22 @@ class TemplateGraph:
     folded_loops: int = 0
     warnings: list[str] = dataclasses.field(default_factory=list)
     loops: list[TLoop] = dataclasses.field(default_factory=list)
+    retime: "RetimePlan | None" = None  # build_template(record=True): see retime_template
 
     @property
     def num_devices(self) -> int:
         return self.num_replicas * self.num_partitions
+
+
+@dataclasses.dataclass
+class RetimePlan:
+    """What a template's compute times were made of, by op position (pre-order walk of
+    the module, costmodel.ir.walk_ops): `checks` every op whose cost decided the graph's
+    shape (a time above zero makes or joins a COMP node, zero adds none) with that
+    decision; `contrib` per COMP node the ops whose times it added, in order."""
+
+    checks: list[tuple[int, bool]]
+    contrib: dict[int, list[int]]
 
 
 class _Builder:
@@ -229,6 +241,10 @@ class _Builder:
         self._loop_depth = 0
         self.warnings: list[str] = []
         self._warned: set = set()
+        self.record = False  # RetimePlan: the ops (not yet positions) behind the graph
+        self.retimable = True
+        self.checks: list = []
+        self.contrib: dict[int, list] = {}
         for op in module.regions[0].blocks[0].operations:
             op = op.operation
             if op.name == "func.func":
@@ -368,6 +384,8 @@ class _Builder:
         c = self.cost(op)
         if name in CONTROL_OPS:
             self.folded += 1
+        if self.record:
+            self.checks.append((op, c[0] > 0.0))
         if c[0] > 0.0:
             res = self.add_compute(op, name, c, self.deps_of(op.operands))
         else:
@@ -396,9 +414,11 @@ class _Builder:
                 node = self._new("comp", kernel[0], deps)
                 node.time_ns, node.flops, node.nbytes, node.op_count = t, kernel[1], kernel[2], kernel[3]
                 node.kernel_count = 1
-                return (node.idx,)
-            node = self._new("comp", f"{name.split('.', 1)[-1]}.{len(self.nodes)}", deps)
-            node.time_ns, node.flops, node.nbytes, node.op_count = t, flops, nbytes, 1
+            else:
+                node = self._new("comp", f"{name.split('.', 1)[-1]}.{len(self.nodes)}", deps)
+                node.time_ns, node.flops, node.nbytes, node.op_count = t, flops, nbytes, 1
+            if self.record:
+                self.contrib[node.idx] = [op]
             return (node.idx,)
         ch = self.chain
         if ch is not None:
@@ -412,6 +432,8 @@ class _Builder:
         deps.discard(ch.idx)
         ch.deps |= deps
         ch.time_ns += t
+        if self.record:
+            self.contrib.setdefault(ch.idx, []).append(op)
         if kernel is not None:
             ch.flops += kernel[1]
             ch.nbytes += kernel[2]
@@ -442,6 +464,8 @@ class _Builder:
     def visit_comm(self, op, kind: str, info) -> None:
         deps = self.deps_of(op.operands)
         c = self.cost(op)
+        if self.record:
+            self.checks.append((op, c[0] > 0.0))
         if c[0] > 0.0:
             deps = set(self.add_compute(op, op.name + ".local", c, deps))
         self.chain = None
@@ -563,6 +587,8 @@ class _Builder:
         if name in ("stablehlo.case", "stablehlo.if"):
             from ..branches import chosen, op_weights
 
+            self.retimable = False  # the branch taken may depend on the times
+
             weights = op_weights(op)
             if weights is not None and len(weights) == len(op.regions):
                 k = chosen(weights)
@@ -595,6 +621,8 @@ class _Builder:
             fn = self.funcs.get(callee)
             if fn is None or callee in self._stack:
                 c = self.cost(op)
+                if self.record:
+                    self.checks.append((op, c[0] > 0))
                 res = self.add_compute(op, name, c, set().union(*operand_deps)) if c[0] > 0 else ()
                 self.bind(op.results, [res] * len(op.results))
                 return
@@ -695,9 +723,12 @@ def build_template(
     decode: Callable | None = None,
     diags=None,
     compact: bool = True,
+    record: bool = False,
 ) -> TemplateGraph:
     """The program as one rank-independent graph (collectives carry all their groups);
-    `compact=False` unrolls every loop."""
+    `compact=False` unrolls every loop; `record=True` keeps a RetimePlan, so that
+    `retime_template` can give the graph of a copy of the module costed for other
+    hardware without walking it again."""
     if granularity not in ("op", "region"):
         raise InputError(f"granularity must be 'op' or 'region', got '{granularity}'")
     if SUMMARY_ATTR not in module.attributes:
@@ -708,9 +739,19 @@ def build_template(
             module, granularity, num_replicas, num_partitions, decode or _default_decoder(module), diags
         )
         builder.compact = compact
+        builder.record = record
         builder.run(entry_functions(module))
     nodes = builder.nodes
     cum = _round_durations(nodes, builder.loops, builder.warnings)
+    plan = None
+    if record and builder.retimable and not builder.loops:  # compact loops: periodicity depends on the times
+        from ..ir import walk_ops
+
+        pos = {op: i for i, op in enumerate(walk_ops(module))}
+        plan = RetimePlan(
+            [(pos[op], positive) for op, positive in builder.checks],
+            {idx: [pos[op] for op in ops] for idx, ops in builder.contrib.items()},
+        )
     return TemplateGraph(
         nodes=nodes,
         num_replicas=num_replicas,
@@ -721,7 +762,47 @@ def build_template(
         folded_loops=builder.folded,
         warnings=builder.warnings,
         loops=builder.loops,
+        retime=plan,
     )
+
+
+def retime_template(template: TemplateGraph, module: ir.Operation) -> TemplateGraph | None:
+    """The template `build_template(module)` would build, from `template` (built with
+    record=True from a copy of `module` costed for other hardware or by another backend:
+    same ops, same kernels): its compute nodes re-timed from `module`'s costs, added in
+    the same order (so the sums are the same floats). None when the graph's shape would
+    differ (an op's time is zero on one and not on the other): build it then."""
+    plan = template.retime
+    if plan is None:
+        return None
+    from ..ir import walk_ops
+
+    ops = list(walk_ops(module))
+    reader = _Builder.__new__(_Builder)  # only its cost() and cost cache
+    reader._cost_cache = {}
+    cache: dict[int, float] = {}
+
+    def time_at(p: int) -> float:
+        t = cache.get(p)
+        if t is None:
+            t = cache[p] = reader.cost(ops[p])[0]
+        return t
+
+    with module.context:
+        if len(ops) <= max((p for p, _ in plan.checks), default=-1):
+            return None
+        for p, positive in plan.checks:
+            if (time_at(p) > 0.0) != positive:
+                return None
+        nodes = [dataclasses.replace(nd) for nd in template.nodes]
+        for idx, positions in plan.contrib.items():
+            t = 0.0
+            for p in positions:
+                t += time_at(p)
+            nodes[idx].time_ns = t
+    warnings = list(template.warnings)
+    cum = _round_durations(nodes, [], warnings)
+    return dataclasses.replace(template, nodes=nodes, compute_time_ns=cum, warnings=warnings)
 
 
 def _template_periodic(nodes: list[TNode], lp: TLoop) -> str | None:
@@ -1158,13 +1239,22 @@ def export_module(
     source: str | None = None,
     outputs=None,
     write: bool = True,
+    template: TemplateGraph | None = None,
+    record: bool = False,
 ) -> ExportResult:
     """Build and write the trace directory for `module` on `system` (staged in
     `outputs`, a `costmodel.outputs.OutputSet`, when given: `ExportResult.staged` is
-    then where it can be read until the run commits)."""
+    then where it can be read until the run commits). `template`: the module's graph,
+    already built (retime_template); `record`: keep a RetimePlan in the result's
+    template."""
     _check_prefix(prefix)
+    if template is not None:
+        if template.granularity != granularity:
+            raise ValueError("export_module: the template was built with another granularity")
+        return _export(module, template, system, directory, prefix, granularity, diags, decode, comm_time,
+                       system_files, source, outputs, write)
     try:
-        template = build_template(module, granularity, decode=decode, diags=diags)
+        template = build_template(module, granularity, decode=decode, diags=diags, record=record)
         return _export(module, template, system, directory, prefix, granularity, diags, decode, comm_time,
                        system_files, source, outputs, write)
     except _NotPeriodic as why:
