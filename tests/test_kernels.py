@@ -778,3 +778,63 @@ func.func @main(%x: tensor<?x32x32x64xbf16>, %w: tensor<3x3x64x64xbf16>) -> tens
     conv = next(op for op in a.ops() if op.name == "stablehlo.convolution")
     assert "costmodel.unsupported" in conv.attributes and "costmodel.kernel" not in conv.attributes
     assert kernels(a) == []
+
+
+def _weight_read_by_a_chain(steps: int, independent: int) -> str:
+    """One weight %w read by `steps` multiplies chained through all-reduces (each its own
+    kernel, each depending on the one before) and by `independent` exponentials that
+    depend on nothing but %w (returned)."""
+    t = "tensor<256x256xf32>"
+    body = """({
+      ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+        %s = stablehlo.add %a, %b : tensor<f32>
+        stablehlo.return %s : tensor<f32>
+      })"""
+    lines = [
+        "module attributes {mhlo.num_replicas = 2 : i32, mhlo.num_partitions = 1 : i32} {",
+        f"  func.func @main(%x: {t}, %w: {t}) -> ({', '.join([t] * (independent + 1))}) {{",
+    ]
+    cur = "%x"
+    for i in range(steps):
+        lines.append(f"    %m{i} = stablehlo.multiply {cur}, %w : {t}")
+        lines.append(
+            f'    %r{i} = "stablehlo.all_reduce"(%m{i}) <{{replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>}}> {body} : ({t}) -> {t}'
+        )
+        cur = f"%r{i}"
+    outs = [cur]
+    for k in range(independent):
+        lines.append(f"    %e{k} = stablehlo.exponential %w : {t}")
+        outs.append(f"%e{k}")
+    lines.append(f"    return {', '.join(outs)} : {', '.join([t] * len(outs))}")
+    lines += ["  }", "}"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("independent", [0, 5])
+def test_sibling_prefilter_changes_no_kernel(independent, monkeypatch):
+    """Above SIBLING_PREFILTER readers of one value, readers connected to every other
+    reader are set aside before the pairwise sibling checks (XLA compares every pair).
+    The kernels are the same as with every pair compared; in a pure chain every reader
+    is set aside."""
+    from costmodel.kernels import formation
+
+    text = _weight_read_by_a_chain(formation.SIBLING_PREFILTER + 20, independent)
+    dropped = []
+    real = formation._Formation.connected_to_all
+
+    def recorded(self, cands):
+        out = real(self, cands)
+        dropped.append(len(out))
+        return out
+
+    monkeypatch.setattr(formation._Formation, "connected_to_all", recorded)
+    fast = run_annotate(text, "a100-40gb", fusion="xla-gpu")
+    if independent == 0:  # a pure chain: every reader depends on or feeds every other
+        assert max(dropped) == formation.SIBLING_PREFILTER + 20
+    else:  # every multiply has unconnected partners (the exponentials), and some merge
+        assert max(dropped) == 0
+        assert max(k["ops"] for k in kernels(fast)) == independent + 1
+    monkeypatch.setattr(formation, "SIBLING_PREFILTER", 10**9)
+    every_pair = run_annotate(text, "a100-40gb", fusion="xla-gpu")
+    assert kernels(fast) == kernels(every_pair)
+    assert [str(op) for op in fast.ops()] == [str(op) for op in every_pair.ops()]

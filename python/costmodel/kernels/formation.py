@@ -157,6 +157,12 @@ MAX_UNNESTED_REDUCTIONS = 8
 LAUNCH_OVERHEAD_BYTES = 1555 * 1000
 # Multi-output merges are replayed lazily on the kernels they concern in runs of this many.
 EVENT_CHUNK = 32
+# Sibling multi-output fusion compares every pair of a value's readers (as XLA does, with
+# O(1) reachability in C++); above this many readers, those that depend on (or feed) every
+# other reader are dropped first, found with two sweeps of bitsets (_Formation.isolated):
+# they could never merge, and a chain of thousands of kernels reading one weight would
+# otherwise cost millions of pair checks.
+SIBLING_PREFILTER = 48
 # XLA GPU ReductionDimensionRaceFreeBound: rows MinThreadsXRowReduction(1024) x 16,
 # columns WarpSize(32) x 128; batched row reductions: BatchedReductionRaceFreeBound = 8.
 ROW_REDUCTION_BOUND = 1024 * 16
@@ -1046,6 +1052,10 @@ class _Formation:
     def fuse_siblings(self, cands: list) -> None:
         g = self.g
         cands = [c for c in cands if self.mof_root(c)]
+        if len(cands) > SIBLING_PREFILTER:
+            never = self.connected_to_all(cands)
+            if never:
+                cands = [c for c in cands if g.find(c) not in never]
         i = 0
         while i < len(cands):
             a = g.find(cands[i])
@@ -1063,6 +1073,47 @@ class _Formation:
                 j += 1
             cands[i] = a
             i += 1
+
+    def connected_to_all(self, cands: list) -> set:
+        """The kernels among `cands` that depend on or feed every other one of them: no
+        sibling merge can take them (a merge needs two unconnected kernels, and merges
+        only add connections). Connections are taken from the ops' data flow (two sweeps
+        over the block with one bit per kernel): that can miss a connection through a
+        multi-output kernel (a kernel is then kept, never wrongly dropped)."""
+        g, nodes = self.g, self.nodes
+        groups = list(dict.fromkeys(g.find(c) for c in cands))
+        if len(groups) < 3:
+            return set()
+        bit: dict[int, int] = {}  # member node -> its kernel's bit (copied producers: none)
+        lo, hi = len(nodes), -1
+        for k, h in enumerate(groups):
+            for i in g.members[h]:
+                if not self.absorbed[i]:
+                    bit[i] = 1 << k
+                    lo, hi = min(lo, i), max(hi, i)
+        operand_nodes, users = self.operand_nodes, self.users
+        up: dict[int, int] = {}  # node -> bits of the kernels it depends on (through any ops)
+        for i in range(lo, hi + 1):
+            r = 0
+            for p in operand_nodes[i]:
+                if p is not None and p >= lo:
+                    r |= up.get(p, 0) | bit.get(p, 0)
+            if r:
+                up[i] = r
+        down: dict[int, int] = {}  # node -> bits of the kernels that depend on it
+        for i in range(hi, lo - 1, -1):
+            r = 0
+            for u in users[i]:
+                if u <= hi:
+                    r |= down.get(u, 0) | bit.get(u, 0)
+            if r:
+                down[i] = r
+        everyone = (1 << len(groups)) - 1
+        reach = [0] * len(groups)
+        for i, b in bit.items():
+            k = b.bit_length() - 1
+            reach[k] |= up.get(i, 0) | down.get(i, 0)
+        return {h for k, h in enumerate(groups) if (reach[k] | (1 << k)) & everyone == everyone}
 
     def producer_consumer_mof(self, p: int) -> None:
         """GetProducerConsumerMultiOutputFusionCandidates: a loop kernel whose result is
