@@ -402,14 +402,15 @@ class CostEngine:
         return t
 
     # -- kernel formation ----------------------------------------------------------
-    def _leaf_cost(self, op: ir.Operation, into: Totals) -> OpCost | None:
+    def _leaf_cost(self, op: ir.Operation, into: Totals, types=None) -> OpCost | None:
         """The op's own (unfused) cost from the rule table, no attribute written; None
-        (and the op marked unsupported) when it cannot be costed. With a shared formation
+        (and the op marked unsupported) when it cannot be costed. `types`: the op's
+        (operand types, result types) when the caller has them. With a shared formation
         cache (clones of one module), the n-th leaf of this run reuses the n-th leaf's
         cost of the first run: rules do not depend on the hardware or the backend."""
         cache = self._formation_cache
         if cache is None:
-            return self._leaf_cost_uncached(op, into)
+            return self._leaf_cost_uncached(op, into, types)
         self._leaf_seq += 1
         key = ("leaf", self._leaf_seq, op.name)
         hit = cache.get(key)
@@ -422,7 +423,7 @@ class CostEngine:
             into.unsupported += 1
             return None
         before = self.op_count
-        cost = self._leaf_cost_uncached(op, into)
+        cost = self._leaf_cost_uncached(op, into, types)
         if cost is None:
             why = ir.StringAttr(op.attributes[UNSUPPORTED_ATTR]).value if UNSUPPORTED_ATTR in op.attributes else "?"
             cache[key] = ("unsupported", why, self.op_count - before)
@@ -430,7 +431,7 @@ class CostEngine:
             cache[key] = ("cost", cost, self.op_count - before)
         return cost
 
-    def _leaf_cost_uncached(self, op: ir.Operation, into: Totals) -> OpCost | None:
+    def _leaf_cost_uncached(self, op: ir.Operation, into: Totals, types=None) -> OpCost | None:
         name = op.name
         rule = rule_for(name)
         if rule is None:
@@ -442,7 +443,9 @@ class CostEngine:
             return None
         key = None
         if getattr(rule, "type_only", False):
-            key = (name, tuple(v.type for v in op.operands), tuple(v.type for v in op.results))
+            if types is None:
+                types = (tuple(v.type for v in op.operands), tuple(v.type for v in op.results))
+            key = (name, types[0], types[1])
             hit = self._leaf_cache.get(key)
             if hit is not None:
                 return hit
@@ -484,7 +487,12 @@ class CostEngine:
             if cls == COLLECTIVE and single_participant(op):
                 nodes.append(Node(op, name, OpCost(), FREE, passthrough=True))
                 continue
-            nodes.append(Node(op, name, self._leaf_cost(op, t), cls))
+            # the operands and results, fetched once for the rules and the formation
+            # (each binding call costs about a microsecond)
+            operands = tuple(op.operands)
+            results = tuple(op.results)
+            types = (tuple(v.type for v in operands), tuple(v.type for v in results))
+            nodes.append(Node(op, name, self._leaf_cost(op, t, types), cls, operands=operands, results=results, types=types))
         kernels = self._form(nodes)
         i64 = self._i64
         placed: dict = {}

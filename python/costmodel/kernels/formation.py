@@ -211,6 +211,11 @@ class Node:
     cost: OpCost | None
     cls: str
     passthrough: bool = False
+    # the op's operand and result values and (operand types, result types), when the
+    # caller fetched them already (None: formation asks the op)
+    operands: tuple | None = None
+    results: tuple | None = None
+    types: tuple | None = None
 
 
 # Collectives that are the identity when every group has one participant (XLA's
@@ -398,9 +403,22 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
     n = len(nodes)
     if n == 0:
         return []
-    # NB: an ir.Operation's hash changes when its attributes change; this map is only
-    # used before any attribute is written.
-    index = {nd.op: i for i, nd in enumerate(nodes)}
+    # the operands, results and their types of every op (fetched by the caller, or here)
+    operands_of = [None] * n
+    results_of = [None] * n
+    types_of = [None] * n
+    # the node defining each value of the block (values defined outside it are absent)
+    defined: dict = {}
+    for j, nd in enumerate(nodes):
+        op = nd.op
+        operands = nd.operands if nd.operands is not None else tuple(op.operands)
+        results = nd.results if nd.results is not None else tuple(op.results)
+        types = nd.types
+        if types is None:
+            types = (tuple(v.type for v in operands), tuple(v.type for v in results))
+        operands_of[j], results_of[j], types_of[j] = operands, results, types
+        for r in results:
+            defined[r] = j
     users: list[list[int]] = [[] for _ in range(n)]
     external_use = [False] * n
     operand_nodes: list[list] = [None] * n  # per operand: node index or None (block argument / outer value)
@@ -414,27 +432,26 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
         op = nd.op
         name = nd.name
         cls = nd.cls
-        results = op.results
+        results = results_of[j]
+        in_types, out_types = types_of[j]
         nres[j] = len(results)
         ops_j = []
         facts = []
         boundary = cls == BOUNDARY or name in TERMINATORS
-        for v in op.operands:
-            owner = v.owner
-            owner = getattr(owner, "operation", owner)
-            i = index.get(owner) if owner is not None else None
+        for pos, v in enumerate(operands_of[j]):
+            i = defined.get(v)
             ops_j.append(i)
             if i is not None:
                 if nres[i] == 1:
                     facts.append((i, i, rbytes[i]))
                 else:
-                    facts.append(((i, _result_number(v)), i, type_info(v.type).nbytes))
+                    facts.append(((i, _result_number(v)), i, type_info(in_types[pos]).nbytes))
                 if boundary:
                     external_use[i] = True
                 else:
                     users[i].append(j)
             else:
-                facts.append((v, None, type_info(v.type).nbytes))
+                facts.append((v, None, type_info(in_types[pos]).nbytes))
                 if not boundary:
                     outer_users.setdefault(v, []).append(j)
         operand_nodes[j] = ops_j
@@ -442,11 +459,11 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
         g.nopnd[j] = len(ops_j)
         if cls == BOUNDARY or (op.regions and cls != REDUCE and policy != "given"):
             # values of this block captured inside nested regions (case branches ...)
-            _mark_captured(op, index, external_use)
+            _mark_captured(op, defined, external_use)
         # per-node facts of the groups
         g.kind[j] = _initial_kind(nd, policy)
         if results:
-            r0 = type_info(results[0].type)
+            r0 = type_info(out_types[0])
             g.out_elems[j] = r0.num_elements if r0.is_tensor else 0
             if len(results) == 1:
                 rbytes[j] = resbytes[j] = r0.nbytes
@@ -511,13 +528,12 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
     return kernels
 
 
-def _mark_captured(op, index, external_use) -> None:
+def _mark_captured(op, defined, external_use) -> None:
     from ..ir import walk_ops
 
     for inner in walk_ops(op):
         for v in inner.operands:
-            owner = _owner_op(v)
-            i = index.get(owner) if owner is not None else None
+            i = defined.get(v)
             if i is not None:
                 external_use[i] = True
 
@@ -998,8 +1014,9 @@ class _Formation:
         """Bring kernel x's ancestry up to date with the multi-output merges made since it
         was last used: a kernel that depended on either side of a merge depends on all
         the merged kernel depended on then (exact, and lazy: only kernels whose ancestry
-        is asked for pay for it). Events come in chunks with the union of their masks, so
-        that a run of merges x does not depend on is skipped in one test."""
+        is asked for pay for it). Events come in chunks with the union of their masks and
+        the union of their ancestries, so that a run of merges x does not depend on, or
+        whose ancestries x holds already, is skipped in one test."""
         events = self.events
         k = self.synced.get(x, 0)
         n = len(events)
@@ -1007,17 +1024,22 @@ class _Formation:
             return
         anc = self.g.anc
         a = anc[x]
-        chunk_or = self.chunk_or
-        i = k
-        while i < n:
-            c = i // EVENT_CHUNK
-            if i % EVENT_CHUNK == 0 and c < len(chunk_or) and (c + 1) * EVENT_CHUNK <= n and not a & chunk_or[c]:
-                i += EVENT_CHUNK
-                continue
-            m, snap = events[i]
+        chunk_or, chunk_anc = self.chunk_or, self.chunk_anc
+        c = -(-k // EVENT_CHUNK)  # the first whole chunk from k
+        head = min(n, c * EVENT_CHUNK)
+        for m, snap in events[k:head]:
             if a & m:
                 a |= snap
-            i += 1
+        full = len(chunk_or)  # whole chunks (the events after them: the tail)
+        while c < full:
+            if a & chunk_or[c] and (chunk_anc[c] | a) != a:
+                for m, snap in events[c * EVENT_CHUNK : (c + 1) * EVENT_CHUNK]:
+                    if a & m:
+                        a |= snap
+            c += 1
+        for m, snap in events[max(head, full * EVENT_CHUNK) : n]:
+            if a & m:
+                a |= snap
         anc[x] = a
         self.synced[x] = n
 
@@ -1035,10 +1057,12 @@ class _Formation:
             self.events.append((merged_mask, g.anc[keep]))
             n = len(self.events)
             if n % EVENT_CHUNK == 0:
-                u = 0
-                for m, _snap in self.events[n - EVENT_CHUNK :]:
+                u = v = 0
+                for m, snap in self.events[n - EVENT_CHUNK :]:
                     u |= m
+                    v |= snap
                 self.chunk_or.append(u)
+                self.chunk_anc.append(v)
             self.synced[keep] = n
         self.live.discard(drop)
         return keep
@@ -1146,6 +1170,7 @@ class _Formation:
         g, nodes = self.g, self.nodes
         self.events = []  # (mask of a merged kernel, its ancestry then)
         self.chunk_or = []  # union of the masks of every EVENT_CHUNK events
+        self.chunk_anc = []  # union of their ancestries
         self.synced = {}
         self.live = set()
         for i in range(len(nodes)):
