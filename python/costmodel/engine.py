@@ -535,12 +535,13 @@ class CostEngine:
                 continue
             k, kc, id_attr = hit
             time_ns = kc.time_ns if i == k.node_ids[-1] else 0.0
-            op.attributes[COST_ATTR] = self._cost_attr(
+            attrs = op.attributes
+            attrs[COST_ATTR] = self._cost_attr(
                 cost.flops, cost.transcendentals, cost.bytes_read, cost.bytes_written, time_ns, kc.bound
             )
-            op.attributes[KERNEL_ATTR] = id_attr
+            attrs[KERNEL_ATTR] = id_attr
             if i in copies and i not in members:
-                op.attributes[KERNEL_COPIES_ATTR] = self._cnt(copies[i])
+                attrs[KERNEL_COPIES_ATTR] = self._cnt(copies[i])
             # counts per op; the kernel's time was added above, once
             t.flops += cost.flops
             t.transcendentals += cost.transcendentals

@@ -297,8 +297,14 @@ def _nbytes(value) -> int:
     return info.nbytes
 
 
-def _elems(value) -> int:
-    return type_info(value.type).num_elements
+def _operand_type(nd: Node, pos: int):
+    """The type of operand `pos` of a node's op (the types the caller fetched, if any)."""
+    return nd.types[0][pos] if nd.types is not None else nd.op.operands[pos].type
+
+
+def _result_type(nd: Node, pos: int):
+    """The type of result `pos` of a node's op."""
+    return nd.types[1][pos] if nd.types is not None else nd.op.results[pos].type
 
 
 def _splat_or_scalar_constant(op) -> bool:
@@ -377,13 +383,12 @@ class _Groups:
         self.size[g] += self.size[gi]
         self.nopnd[g] += self.nopnd[gi]
         self.nred[g] += self.nred[gi]
-        self.max_index[g] = max(self.max_index[g], self.max_index[gi])
-        self.has_reduce[g] = self.has_reduce[g] or self.has_reduce[gi]
-        self.multi[g] = self.multi[g] or self.multi[gi]
-        self.expensive[g] = self.expensive[g] or self.expensive[gi]
-        self.reuses[g] = self.reuses[g] or self.reuses[gi]
-        self.computes[g] = self.computes[g] or self.computes[gi]
-        self.no_mof[g] = self.no_mof[g] or self.no_mof[gi]
+        if self.max_index[gi] > self.max_index[g]:
+            self.max_index[g] = self.max_index[gi]
+        # the flags: true when either side's is
+        for flags in (self.has_reduce, self.multi, self.expensive, self.reuses, self.computes, self.no_mof):
+            if flags[gi]:
+                flags[g] = True
         if self.hero[g] is None:
             self.hero[g] = self.hero[gi]
         self.ext.pop(g, None)
@@ -966,7 +971,7 @@ class _Formation:
             key = self._reduce_keys.get(h)
             if key is None:
                 nd = self.nodes[h]
-                key = self._reduce_keys[h] = (_elems(nd.op.operands[0]), _reduce_key(nd))
+                key = self._reduce_keys[h] = (type_info(_operand_type(nd, 0)).num_elements, _reduce_key(nd))
             return key
         return g.out_elems[gid], None
 
@@ -1262,7 +1267,7 @@ def _depends(targets, start, g: _Groups, limit: int = 20000) -> bool:
 def _reduce_key(nd: Node):
     op = nd.op
     try:
-        shape = tuple(type_info(op.operands[0].type).shape)
+        shape = tuple(type_info(_operand_type(nd, 0)).shape)
         from ..rules import _i64_list
 
         dims = tuple(sorted(_i64_list(op, "dimensions") or []))
@@ -1366,8 +1371,8 @@ def _conv_padding_legalization(nd: Node):
         from jaxlib.mlir.dialects import stablehlo as shlo
 
         dn = shlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
-        lhs = type_info(op.operands[0].type)
-        out = type_info(op.results[0].type)
+        lhs = type_info(_operand_type(nd, 0))
+        out = type_info(_result_type(nd, 0))
         spatial = list(dn.input_spatial_dimensions)
         out_spatial = list(dn.output_spatial_dimensions)
     except Exception:
@@ -1393,7 +1398,7 @@ def _conv_padding_legalization(nd: Node):
         if any(lo < 0 for lo, _ in lo_hi):
             return None  # not matched as a backward filter convolution
         try:
-            rhs = type_info(op.operands[1].type)
+            rhs = type_info(_operand_type(nd, 1))
             kernel_spatial = list(dn.kernel_spatial_dimensions)
         except Exception:
             return None
@@ -1478,7 +1483,7 @@ def _external_bytes(nodes, idx, inside, inside_all, operand_nodes, users, extern
         if not outside:
             continue
         if nd.name == "stablehlo.dynamic_update_slice":
-            written += _nbytes(nd.op.operands[1])
+            written += type_info(_operand_type(nd, 1)).nbytes
         else:
             written += _result_bytes(nodes, g, i)
     return read, written
@@ -1499,7 +1504,7 @@ def _gemm_shape(nd: Node) -> GemmShape | None:
     M = batch x output spatial, N = output features, K = flops / (2 M N)."""
     op, c = nd.op, nd.cost
     try:
-        out = type_info(op.results[0].type)
+        out = type_info(_result_type(nd, 0))
         if nd.cls == CONV:
             from jaxlib.mlir.dialects import stablehlo as shlo
 
@@ -1512,8 +1517,8 @@ def _gemm_shape(nd: Node) -> GemmShape | None:
 
         if nd.name == "stablehlo.dot_general":
             dn = shlo.DotDimensionNumbers(op.attributes["dot_dimension_numbers"])
-            lhs = type_info(op.operands[0].type)
-            rhs = type_info(op.operands[1].type)
+            lhs = type_info(_operand_type(nd, 0))
+            rhs = type_info(_operand_type(nd, 1))
             batch = math.prod(lhs.shape[d] for d in dn.lhs_batching_dimensions)
             k = math.prod(lhs.shape[d] for d in dn.lhs_contracting_dimensions)
             lhs_free = set(range(lhs.rank)) - set(dn.lhs_batching_dimensions) - set(dn.lhs_contracting_dimensions)
@@ -1540,8 +1545,8 @@ def _select_and_scatter_expanded(nd: Node):
     if nd.name != "stablehlo.select_and_scatter":
         return None
     try:
-        operand = type_info(nd.op.operands[0].type)
-        source = type_info(nd.op.operands[1].type)
+        operand = type_info(_operand_type(nd, 0))
+        source = type_info(_operand_type(nd, 1))
     except Exception:
         return None
     n, rank, eo = source.num_elements, max(1, operand.rank), max(1, operand.elem_bytes)
@@ -1564,9 +1569,9 @@ def _tree_split_bytes(nd: Node) -> int:
     try:
         from ..rules import _i64_list
 
-        shape = list(type_info(op.operands[0].type).shape)
+        shape = list(type_info(_operand_type(nd, 0)).shape)
         dims = sorted(_i64_list(op, "dimensions") or [])
-        out = type_info(op.results[0].type)
+        out = type_info(_result_type(nd, 0))
     except Exception:
         return 0
     if not dims or not shape:
