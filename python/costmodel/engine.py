@@ -442,10 +442,13 @@ class CostEngine:
             into.unsupported += 1
             return None
         key = None
-        if getattr(rule, "type_only", False):
+        if getattr(rule, "type_only", False) or getattr(rule, "attrs_only", False):
             if types is None:
                 types = (tuple(v.type for v in op.operands), tuple(v.type for v in op.results))
             key = (name, types[0], types[1])
+            if getattr(rule, "attrs_only", False):  # attributes are uniqued: equal ones are one object
+                attrs = op.attributes
+                key += (tuple((a, attrs[a]) for a in attrs),)
             hit = self._leaf_cache.get(key)
             if hit is not None:
                 return hit
@@ -492,7 +495,11 @@ class CostEngine:
             operands = tuple(op.operands)
             results = tuple(op.results)
             types = (tuple(v.type for v in operands), tuple(v.type for v in results))
-            nodes.append(Node(op, name, self._leaf_cost(op, t, types), cls, operands=operands, results=results, types=types))
+            # most ops share the signature of an op of a type-only rule costed before
+            cost = self._leaf_cache.get((name, *types)) if self._formation_cache is None else None
+            if cost is None:
+                cost = self._leaf_cost(op, t, types)
+            nodes.append(Node(op, name, cost, cls, operands=operands, results=results, types=types))
         kernels = self._form(nodes)
         i64 = self._i64
         placed: dict = {}
