@@ -664,10 +664,13 @@ class _Formation:
     def consumer_groups(self, i: int) -> list:
         """The kernels that read node i: its users' groups, or, for a user copied into
         several kernels, each of those."""
-        find = self.g.find
+        us = self.users[i]
         absorbed = self.absorbed
+        if len(us) == 1 and not absorbed[us[0]]:
+            return [self.g.find(us[0])]
+        find = self.g.find
         out = {}  # insertion-ordered set
-        for u in self.users[i]:
+        for u in us:
             if absorbed[u]:
                 for h in self.resolve(self.homes[u]):
                     out[h] = None
@@ -893,9 +896,9 @@ class _Formation:
             nd = nodes[i]
             if nd.cost is None or not _fusible_producer(nd):
                 continue
-            pg = g.find(i)
-            if pg != i:
-                continue
+            if g.parent[i] != i:
+                continue  # fused into a consumer already
+            pg = i
             cons = self.consumer_groups(i)
             if not cons or pg in cons:
                 continue
@@ -942,7 +945,7 @@ class _Formation:
             heapq.heappush(heap, (-bound, -pg, version[pg], pg, False))
 
         for i in range(n - 1, -1, -1):
-            if g.find(i) == i and len(self.users[self.root[i]]) > 1:
+            if g.parent[i] == i and len(self.users[self.root[i]]) > 1:
                 push(i)
         while heap:
             negb, _, ver, pg, exact = heapq.heappop(heap)
@@ -1134,20 +1137,21 @@ class _Formation:
                     return True
         return False
 
-    def build_ancestry(self) -> None:
-        """Kernel ancestry after priority fusion. Every kernel then has one sink (its root,
-        the last of its ops in program order, which every other op of it feeds), so the
-        roots' order is a topological order of the kernels."""
+    def build_ancestry(self, group_of: list) -> None:
+        """Kernel ancestry after priority fusion (`group_of`: the group of every op then).
+        Every kernel then has one sink (its root, the last of its ops in program order,
+        which every other op of it feeds), so the roots' order is a topological order of
+        the kernels."""
         g = self.g
         # every group, kernels and the ops that are none (collectives, region ops): paths
         # between kernels run through those too
-        groups = {g.find(i) for i in range(len(self.nodes)) if not self.absorbed[i]}
+        groups = {group_of[i] for i in range(len(self.nodes)) if not self.absorbed[i]}
         live = sorted((h for h in groups if h not in self.redirect), key=lambda h: g.max_index[h])
         if len(live) > MAX_ANCESTRY_NODES:
             g.anc = None
             return
         anc, mask = {}, {}
-        find, absorbed, operand_nodes = g.find, self.absorbed, self.operand_nodes
+        absorbed, operand_nodes = self.absorbed, self.operand_nodes
         for pos, h in enumerate(live):
             a = 1 << pos
             d = g.dups.get(h)
@@ -1158,15 +1162,14 @@ class _Formation:
                     if src is None or src in seen:
                         continue
                     seen.add(src)
-                    if absorbed[src]:
-                        if d and src in d:
-                            continue
-                        ps = self.resolve(self.homes[src])
-                    else:
-                        ps = (find(src),)
-                    for p in ps:
+                    if not absorbed[src]:
+                        p = group_of[src]
                         if p != h:
                             a |= anc.get(p, 0)
+                    elif not (d and src in d):
+                        for p in self.resolve(self.homes[src]):
+                            if p != h:
+                                a |= anc.get(p, 0)
             anc[h] = a
             mask[h] = 1 << pos
         g.anc, g.mask = anc, mask
@@ -1178,19 +1181,19 @@ class _Formation:
         self.chunk_anc = []  # union of their ancestries
         self.synced = {}
         self.live = set()
-        for i in range(len(nodes)):
-            h = g.find(i)
+        find = g.find
+        group_of = [find(i) for i in range(len(nodes))]  # after priority fusion
+        for i, h in enumerate(group_of):
             if g.kind[h] is not None and h not in self.redirect and not self.absorbed[i]:
                 self.live.add(h)
-        self.build_ancestry()
-        find = g.find
+        self.build_ancestry(group_of)
         absorbed = self.absorbed
         out_elems = g.out_elems
         # a value read outside its kernel is the result of a kernel's sink (the op every
         # other op of it feeds, whose index names the group after priority fusion) or one
         # the block hands out; no other op has readers outside its kernel
         external_use = self.external_use
-        sinks = {find(i) for i in range(len(nodes)) if not absorbed[i]}
+        sinks = {group_of[i] for i in range(len(nodes)) if not absorbed[i]}
         sinks.update(i for i in range(len(nodes)) if external_use[i] and not absorbed[i])
         for p in sorted(sinks, reverse=True):
             us = self.users[p]
@@ -1479,7 +1482,7 @@ def _external_bytes(nodes, idx, inside, inside_all, operand_nodes, users, extern
     written = 0
     for i in idx:
         nd = nodes[i]
-        outside = external_use[i] or any(u not in inside for u in users[i])
+        outside = external_use[i] or not inside.issuperset(users[i])
         if not outside:
             continue
         if nd.name == "stablehlo.dynamic_update_slice":
