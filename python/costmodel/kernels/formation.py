@@ -33,6 +33,7 @@ with `fusion=none`).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -164,6 +165,7 @@ COLUMN_REDUCTION_BOUND = 32 * 128
 BATCHED_REDUCTION_BOUND = 8
 
 
+@functools.lru_cache(maxsize=None)
 def op_class(name: str) -> str:
     if name in FREE_OPS:
         return FREE
