@@ -12,6 +12,9 @@ every op of a kernel carries `costmodel.kernel = <id>`, the kernel's root op car
 
 from __future__ import annotations
 
+import contextlib
+import gc
+
 from costmodel.backends import BackendError, make_backend
 from costmodel.branches import parse_policy
 from costmodel.engine import CostEngine
@@ -70,11 +73,27 @@ def annotate_module(
         kernel_former=former,
         branch=parse_policy(branch),
     )
-    engine.run(module)
+    with _gc_paused():
+        engine.run(module)
     if former is not None:
         for severity, message in former.messages():
             diagnostics.emit(severity, module.location, message)
     return engine
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """Python's cyclic garbage collector paused while the engine runs: costing a module
+    allocates hundreds of thousands of small objects (nodes, groups, costs) that live
+    until its end, and every collection they trigger walks all of them again (about 5%
+    of the pass on ResNet-50). What they leave behind is collected once it is resumed."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _iree_formation(module: ir.Operation, diagnostics, session: PassSession | None):

@@ -402,14 +402,15 @@ class CostEngine:
         return t
 
     # -- kernel formation ----------------------------------------------------------
-    def _leaf_cost(self, op: ir.Operation, into: Totals) -> OpCost | None:
+    def _leaf_cost(self, op: ir.Operation, into: Totals, types=None) -> OpCost | None:
         """The op's own (unfused) cost from the rule table, no attribute written; None
-        (and the op marked unsupported) when it cannot be costed. With a shared formation
+        (and the op marked unsupported) when it cannot be costed. `types`: the op's
+        (operand types, result types) when the caller has them. With a shared formation
         cache (clones of one module), the n-th leaf of this run reuses the n-th leaf's
         cost of the first run: rules do not depend on the hardware or the backend."""
         cache = self._formation_cache
         if cache is None:
-            return self._leaf_cost_uncached(op, into)
+            return self._leaf_cost_uncached(op, into, types)
         self._leaf_seq += 1
         key = ("leaf", self._leaf_seq, op.name)
         hit = cache.get(key)
@@ -422,7 +423,7 @@ class CostEngine:
             into.unsupported += 1
             return None
         before = self.op_count
-        cost = self._leaf_cost_uncached(op, into)
+        cost = self._leaf_cost_uncached(op, into, types)
         if cost is None:
             why = ir.StringAttr(op.attributes[UNSUPPORTED_ATTR]).value if UNSUPPORTED_ATTR in op.attributes else "?"
             cache[key] = ("unsupported", why, self.op_count - before)
@@ -430,7 +431,7 @@ class CostEngine:
             cache[key] = ("cost", cost, self.op_count - before)
         return cost
 
-    def _leaf_cost_uncached(self, op: ir.Operation, into: Totals) -> OpCost | None:
+    def _leaf_cost_uncached(self, op: ir.Operation, into: Totals, types=None) -> OpCost | None:
         name = op.name
         rule = rule_for(name)
         if rule is None:
@@ -441,8 +442,13 @@ class CostEngine:
             into.unsupported += 1
             return None
         key = None
-        if getattr(rule, "type_only", False):
-            key = (name, tuple(v.type for v in op.operands), tuple(v.type for v in op.results))
+        if getattr(rule, "type_only", False) or getattr(rule, "attrs_only", False):
+            if types is None:
+                types = (tuple(v.type for v in op.operands), tuple(v.type for v in op.results))
+            key = (name, types[0], types[1])
+            if getattr(rule, "attrs_only", False):  # attributes are uniqued: equal ones are one object
+                attrs = op.attributes
+                key += (tuple((a, attrs[a]) for a in attrs),)
             hit = self._leaf_cache.get(key)
             if hit is not None:
                 return hit
@@ -484,7 +490,16 @@ class CostEngine:
             if cls == COLLECTIVE and single_participant(op):
                 nodes.append(Node(op, name, OpCost(), FREE, passthrough=True))
                 continue
-            nodes.append(Node(op, name, self._leaf_cost(op, t), cls))
+            # the operands and results, fetched once for the rules and the formation
+            # (each binding call costs about a microsecond)
+            operands = tuple(op.operands)
+            results = tuple(op.results)
+            types = (tuple(v.type for v in operands), tuple(v.type for v in results))
+            # most ops share the signature of an op of a type-only rule costed before
+            cost = self._leaf_cache.get((name, *types)) if self._formation_cache is None else None
+            if cost is None:
+                cost = self._leaf_cost(op, t, types)
+            nodes.append(Node(op, name, cost, cls, operands=operands, results=results, types=types))
         kernels = self._form(nodes)
         i64 = self._i64
         placed: dict = {}
@@ -527,12 +542,13 @@ class CostEngine:
                 continue
             k, kc, id_attr = hit
             time_ns = kc.time_ns if i == k.node_ids[-1] else 0.0
-            op.attributes[COST_ATTR] = self._cost_attr(
+            attrs = op.attributes
+            attrs[COST_ATTR] = self._cost_attr(
                 cost.flops, cost.transcendentals, cost.bytes_read, cost.bytes_written, time_ns, kc.bound
             )
-            op.attributes[KERNEL_ATTR] = id_attr
+            attrs[KERNEL_ATTR] = id_attr
             if i in copies and i not in members:
-                op.attributes[KERNEL_COPIES_ATTR] = self._cnt(copies[i])
+                attrs[KERNEL_COPIES_ATTR] = self._cnt(copies[i])
             # counts per op; the kernel's time was added above, once
             t.flops += cost.flops
             t.transcendentals += cost.transcendentals

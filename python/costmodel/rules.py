@@ -1035,6 +1035,12 @@ RULES.update({name: chlo_decomposition_rule for name in CHLO_DECOMPOSED_OPS if n
 # engine costs each such signature once per run.
 for _rule in (default_rule, zero_rule, constant_rule, elementwise_rule):
     _rule.type_only = True
+    _rule.attrs_only = False
+# Rules whose result depends only on the op name, its operand/result types and its
+# attributes: costed once per such signature too.
+for _rule in (convolution_rule, dot_general_rule):
+    _rule.type_only = False
+    _rule.attrs_only = True
 
 
 def rule_for(name: str) -> Rule | None:

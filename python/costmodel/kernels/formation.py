@@ -33,6 +33,7 @@ with `fusion=none`).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -170,6 +171,7 @@ COLUMN_REDUCTION_BOUND = 32 * 128
 BATCHED_REDUCTION_BOUND = 8
 
 
+@functools.lru_cache(maxsize=None)
 def op_class(name: str) -> str:
     if name in FREE_OPS:
         return FREE
@@ -217,6 +219,11 @@ class Node:
     cost: OpCost | None
     cls: str
     passthrough: bool = False
+    # the op's operand and result values and (operand types, result types), when the
+    # caller fetched them already (None: formation asks the op)
+    operands: tuple | None = None
+    results: tuple | None = None
+    types: tuple | None = None
 
 
 # Collectives that are the identity when every group has one participant (XLA's
@@ -298,8 +305,14 @@ def _nbytes(value) -> int:
     return info.nbytes
 
 
-def _elems(value) -> int:
-    return type_info(value.type).num_elements
+def _operand_type(nd: Node, pos: int):
+    """The type of operand `pos` of a node's op (the types the caller fetched, if any)."""
+    return nd.types[0][pos] if nd.types is not None else nd.op.operands[pos].type
+
+
+def _result_type(nd: Node, pos: int):
+    """The type of result `pos` of a node's op."""
+    return nd.types[1][pos] if nd.types is not None else nd.op.results[pos].type
 
 
 def _splat_or_scalar_constant(op) -> bool:
@@ -378,13 +391,12 @@ class _Groups:
         self.size[g] += self.size[gi]
         self.nopnd[g] += self.nopnd[gi]
         self.nred[g] += self.nred[gi]
-        self.max_index[g] = max(self.max_index[g], self.max_index[gi])
-        self.has_reduce[g] = self.has_reduce[g] or self.has_reduce[gi]
-        self.multi[g] = self.multi[g] or self.multi[gi]
-        self.expensive[g] = self.expensive[g] or self.expensive[gi]
-        self.reuses[g] = self.reuses[g] or self.reuses[gi]
-        self.computes[g] = self.computes[g] or self.computes[gi]
-        self.no_mof[g] = self.no_mof[g] or self.no_mof[gi]
+        if self.max_index[gi] > self.max_index[g]:
+            self.max_index[g] = self.max_index[gi]
+        # the flags: true when either side's is
+        for flags in (self.has_reduce, self.multi, self.expensive, self.reuses, self.computes, self.no_mof):
+            if flags[gi]:
+                flags[g] = True
         if self.hero[g] is None:
             self.hero[g] = self.hero[gi]
         self.ext.pop(g, None)
@@ -404,9 +416,22 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
     n = len(nodes)
     if n == 0:
         return []
-    # NB: an ir.Operation's hash changes when its attributes change; this map is only
-    # used before any attribute is written.
-    index = {nd.op: i for i, nd in enumerate(nodes)}
+    # the operands, results and their types of every op (fetched by the caller, or here)
+    operands_of = [None] * n
+    results_of = [None] * n
+    types_of = [None] * n
+    # the node defining each value of the block (values defined outside it are absent)
+    defined: dict = {}
+    for j, nd in enumerate(nodes):
+        op = nd.op
+        operands = nd.operands if nd.operands is not None else tuple(op.operands)
+        results = nd.results if nd.results is not None else tuple(op.results)
+        types = nd.types
+        if types is None:
+            types = (tuple(v.type for v in operands), tuple(v.type for v in results))
+        operands_of[j], results_of[j], types_of[j] = operands, results, types
+        for r in results:
+            defined[r] = j
     users: list[list[int]] = [[] for _ in range(n)]
     external_use = [False] * n
     operand_nodes: list[list] = [None] * n  # per operand: node index or None (block argument / outer value)
@@ -420,27 +445,26 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
         op = nd.op
         name = nd.name
         cls = nd.cls
-        results = op.results
+        results = results_of[j]
+        in_types, out_types = types_of[j]
         nres[j] = len(results)
         ops_j = []
         facts = []
         boundary = cls == BOUNDARY or name in TERMINATORS
-        for v in op.operands:
-            owner = v.owner
-            owner = getattr(owner, "operation", owner)
-            i = index.get(owner) if owner is not None else None
+        for pos, v in enumerate(operands_of[j]):
+            i = defined.get(v)
             ops_j.append(i)
             if i is not None:
                 if nres[i] == 1:
                     facts.append((i, i, rbytes[i]))
                 else:
-                    facts.append(((i, _result_number(v)), i, type_info(v.type).nbytes))
+                    facts.append(((i, _result_number(v)), i, type_info(in_types[pos]).nbytes))
                 if boundary:
                     external_use[i] = True
                 else:
                     users[i].append(j)
             else:
-                facts.append((v, None, type_info(v.type).nbytes))
+                facts.append((v, None, type_info(in_types[pos]).nbytes))
                 if not boundary:
                     outer_users.setdefault(v, []).append(j)
         operand_nodes[j] = ops_j
@@ -448,11 +472,11 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
         g.nopnd[j] = len(ops_j)
         if cls == BOUNDARY or (op.regions and cls != REDUCE and policy != "given"):
             # values of this block captured inside nested regions (case branches ...)
-            _mark_captured(op, index, external_use)
+            _mark_captured(op, defined, external_use)
         # per-node facts of the groups
         g.kind[j] = _initial_kind(nd, policy)
         if results:
-            r0 = type_info(results[0].type)
+            r0 = type_info(out_types[0])
             g.out_elems[j] = r0.num_elements if r0.is_tensor else 0
             if len(results) == 1:
                 rbytes[j] = resbytes[j] = r0.nbytes
@@ -517,13 +541,12 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
     return kernels
 
 
-def _mark_captured(op, index, external_use) -> None:
+def _mark_captured(op, defined, external_use) -> None:
     from ..ir import walk_ops
 
     for inner in walk_ops(op):
         for v in inner.operands:
-            owner = _owner_op(v)
-            i = index.get(owner) if owner is not None else None
+            i = defined.get(v)
             if i is not None:
                 external_use[i] = True
 
@@ -649,10 +672,13 @@ class _Formation:
     def consumer_groups(self, i: int) -> list:
         """The kernels that read node i: its users' groups, or, for a user copied into
         several kernels, each of those."""
-        find = self.g.find
+        us = self.users[i]
         absorbed = self.absorbed
+        if len(us) == 1 and not absorbed[us[0]]:
+            return [self.g.find(us[0])]
+        find = self.g.find
         out = {}  # insertion-ordered set
-        for u in self.users[i]:
+        for u in us:
             if absorbed[u]:
                 for h in self.resolve(self.homes[u]):
                     out[h] = None
@@ -878,9 +904,9 @@ class _Formation:
             nd = nodes[i]
             if nd.cost is None or not _fusible_producer(nd):
                 continue
-            pg = g.find(i)
-            if pg != i:
-                continue
+            if g.parent[i] != i:
+                continue  # fused into a consumer already
+            pg = i
             cons = self.consumer_groups(i)
             if not cons or pg in cons:
                 continue
@@ -927,7 +953,7 @@ class _Formation:
             heapq.heappush(heap, (-bound, -pg, version[pg], pg, False))
 
         for i in range(n - 1, -1, -1):
-            if g.find(i) == i and len(self.users[self.root[i]]) > 1:
+            if g.parent[i] == i and len(self.users[self.root[i]]) > 1:
                 push(i)
         while heap:
             negb, _, ver, pg, exact = heapq.heappop(heap)
@@ -956,7 +982,7 @@ class _Formation:
             key = self._reduce_keys.get(h)
             if key is None:
                 nd = self.nodes[h]
-                key = self._reduce_keys[h] = (_elems(nd.op.operands[0]), _reduce_key(nd))
+                key = self._reduce_keys[h] = (type_info(_operand_type(nd, 0)).num_elements, _reduce_key(nd))
             return key
         return g.out_elems[gid], None
 
@@ -1004,8 +1030,9 @@ class _Formation:
         """Bring kernel x's ancestry up to date with the multi-output merges made since it
         was last used: a kernel that depended on either side of a merge depends on all
         the merged kernel depended on then (exact, and lazy: only kernels whose ancestry
-        is asked for pay for it). Events come in chunks with the union of their masks, so
-        that a run of merges x does not depend on is skipped in one test."""
+        is asked for pay for it). Events come in chunks with the union of their masks and
+        the union of their ancestries, so that a run of merges x does not depend on, or
+        whose ancestries x holds already, is skipped in one test."""
         events = self.events
         k = self.synced.get(x, 0)
         n = len(events)
@@ -1013,17 +1040,22 @@ class _Formation:
             return
         anc = self.g.anc
         a = anc[x]
-        chunk_or = self.chunk_or
-        i = k
-        while i < n:
-            c = i // EVENT_CHUNK
-            if i % EVENT_CHUNK == 0 and c < len(chunk_or) and (c + 1) * EVENT_CHUNK <= n and not a & chunk_or[c]:
-                i += EVENT_CHUNK
-                continue
-            m, snap = events[i]
+        chunk_or, chunk_anc = self.chunk_or, self.chunk_anc
+        c = -(-k // EVENT_CHUNK)  # the first whole chunk from k
+        head = min(n, c * EVENT_CHUNK)
+        for m, snap in events[k:head]:
             if a & m:
                 a |= snap
-            i += 1
+        full = len(chunk_or)  # whole chunks (the events after them: the tail)
+        while c < full:
+            if a & chunk_or[c] and (chunk_anc[c] | a) != a:
+                for m, snap in events[c * EVENT_CHUNK : (c + 1) * EVENT_CHUNK]:
+                    if a & m:
+                        a |= snap
+            c += 1
+        for m, snap in events[max(head, full * EVENT_CHUNK) : n]:
+            if a & m:
+                a |= snap
         anc[x] = a
         self.synced[x] = n
 
@@ -1041,10 +1073,12 @@ class _Formation:
             self.events.append((merged_mask, g.anc[keep]))
             n = len(self.events)
             if n % EVENT_CHUNK == 0:
-                u = 0
-                for m, _snap in self.events[n - EVENT_CHUNK :]:
+                u = v = 0
+                for m, snap in self.events[n - EVENT_CHUNK :]:
                     u |= m
+                    v |= snap
                 self.chunk_or.append(u)
+                self.chunk_anc.append(v)
             self.synced[keep] = n
         self.live.discard(drop)
         return keep
@@ -1156,20 +1190,21 @@ class _Formation:
                     return True
         return False
 
-    def build_ancestry(self) -> None:
-        """Kernel ancestry after priority fusion. Every kernel then has one sink (its root,
-        the last of its ops in program order, which every other op of it feeds), so the
-        roots' order is a topological order of the kernels."""
+    def build_ancestry(self, group_of: list) -> None:
+        """Kernel ancestry after priority fusion (`group_of`: the group of every op then).
+        Every kernel then has one sink (its root, the last of its ops in program order,
+        which every other op of it feeds), so the roots' order is a topological order of
+        the kernels."""
         g = self.g
         # every group, kernels and the ops that are none (collectives, region ops): paths
         # between kernels run through those too
-        groups = {g.find(i) for i in range(len(self.nodes)) if not self.absorbed[i]}
+        groups = {group_of[i] for i in range(len(self.nodes)) if not self.absorbed[i]}
         live = sorted((h for h in groups if h not in self.redirect), key=lambda h: g.max_index[h])
         if len(live) > MAX_ANCESTRY_NODES:
             g.anc = None
             return
         anc, mask = {}, {}
-        find, absorbed, operand_nodes = g.find, self.absorbed, self.operand_nodes
+        absorbed, operand_nodes = self.absorbed, self.operand_nodes
         for pos, h in enumerate(live):
             a = 1 << pos
             d = g.dups.get(h)
@@ -1180,15 +1215,14 @@ class _Formation:
                     if src is None or src in seen:
                         continue
                     seen.add(src)
-                    if absorbed[src]:
-                        if d and src in d:
-                            continue
-                        ps = self.resolve(self.homes[src])
-                    else:
-                        ps = (find(src),)
-                    for p in ps:
+                    if not absorbed[src]:
+                        p = group_of[src]
                         if p != h:
                             a |= anc.get(p, 0)
+                    elif not (d and src in d):
+                        for p in self.resolve(self.homes[src]):
+                            if p != h:
+                                a |= anc.get(p, 0)
             anc[h] = a
             mask[h] = 1 << pos
         g.anc, g.mask = anc, mask
@@ -1197,21 +1231,22 @@ class _Formation:
         g, nodes = self.g, self.nodes
         self.events = []  # (mask of a merged kernel, its ancestry then)
         self.chunk_or = []  # union of the masks of every EVENT_CHUNK events
+        self.chunk_anc = []  # union of their ancestries
         self.synced = {}
         self.live = set()
-        for i in range(len(nodes)):
-            h = g.find(i)
+        find = g.find
+        group_of = [find(i) for i in range(len(nodes))]  # after priority fusion
+        for i, h in enumerate(group_of):
             if g.kind[h] is not None and h not in self.redirect and not self.absorbed[i]:
                 self.live.add(h)
-        self.build_ancestry()
-        find = g.find
+        self.build_ancestry(group_of)
         absorbed = self.absorbed
         out_elems = g.out_elems
         # a value read outside its kernel is the result of a kernel's sink (the op every
         # other op of it feeds, whose index names the group after priority fusion) or one
         # the block hands out; no other op has readers outside its kernel
         external_use = self.external_use
-        sinks = {find(i) for i in range(len(nodes)) if not absorbed[i]}
+        sinks = {group_of[i] for i in range(len(nodes)) if not absorbed[i]}
         sinks.update(i for i in range(len(nodes)) if external_use[i] and not absorbed[i])
         for p in sorted(sinks, reverse=True):
             us = self.users[p]
@@ -1288,7 +1323,7 @@ def _depends(targets, start, g: _Groups, limit: int = 20000) -> bool:
 def _reduce_key(nd: Node):
     op = nd.op
     try:
-        shape = tuple(type_info(op.operands[0].type).shape)
+        shape = tuple(type_info(_operand_type(nd, 0)).shape)
         from ..rules import _i64_list
 
         dims = tuple(sorted(_i64_list(op, "dimensions") or []))
@@ -1392,8 +1427,8 @@ def _conv_padding_legalization(nd: Node):
         from jaxlib.mlir.dialects import stablehlo as shlo
 
         dn = shlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
-        lhs = type_info(op.operands[0].type)
-        out = type_info(op.results[0].type)
+        lhs = type_info(_operand_type(nd, 0))
+        out = type_info(_result_type(nd, 0))
         spatial = list(dn.input_spatial_dimensions)
         out_spatial = list(dn.output_spatial_dimensions)
     except Exception:
@@ -1419,7 +1454,7 @@ def _conv_padding_legalization(nd: Node):
         if any(lo < 0 for lo, _ in lo_hi):
             return None  # not matched as a backward filter convolution
         try:
-            rhs = type_info(op.operands[1].type)
+            rhs = type_info(_operand_type(nd, 1))
             kernel_spatial = list(dn.kernel_spatial_dimensions)
         except Exception:
             return None
@@ -1500,11 +1535,11 @@ def _external_bytes(nodes, idx, inside, inside_all, operand_nodes, users, extern
     written = 0
     for i in idx:
         nd = nodes[i]
-        outside = external_use[i] or any(u not in inside for u in users[i])
+        outside = external_use[i] or not inside.issuperset(users[i])
         if not outside:
             continue
         if nd.name == "stablehlo.dynamic_update_slice":
-            written += _nbytes(nd.op.operands[1])
+            written += type_info(_operand_type(nd, 1)).nbytes
         else:
             written += _result_bytes(nodes, g, i)
     return read, written
@@ -1525,7 +1560,7 @@ def _gemm_shape(nd: Node) -> GemmShape | None:
     M = batch x output spatial, N = output features, K = flops / (2 M N)."""
     op, c = nd.op, nd.cost
     try:
-        out = type_info(op.results[0].type)
+        out = type_info(_result_type(nd, 0))
         if nd.cls == CONV:
             from jaxlib.mlir.dialects import stablehlo as shlo
 
@@ -1538,8 +1573,8 @@ def _gemm_shape(nd: Node) -> GemmShape | None:
 
         if nd.name == "stablehlo.dot_general":
             dn = shlo.DotDimensionNumbers(op.attributes["dot_dimension_numbers"])
-            lhs = type_info(op.operands[0].type)
-            rhs = type_info(op.operands[1].type)
+            lhs = type_info(_operand_type(nd, 0))
+            rhs = type_info(_operand_type(nd, 1))
             batch = math.prod(lhs.shape[d] for d in dn.lhs_batching_dimensions)
             k = math.prod(lhs.shape[d] for d in dn.lhs_contracting_dimensions)
             lhs_free = set(range(lhs.rank)) - set(dn.lhs_batching_dimensions) - set(dn.lhs_contracting_dimensions)
@@ -1566,8 +1601,8 @@ def _select_and_scatter_expanded(nd: Node):
     if nd.name != "stablehlo.select_and_scatter":
         return None
     try:
-        operand = type_info(nd.op.operands[0].type)
-        source = type_info(nd.op.operands[1].type)
+        operand = type_info(_operand_type(nd, 0))
+        source = type_info(_operand_type(nd, 1))
     except Exception:
         return None
     n, rank, eo = source.num_elements, max(1, operand.rank), max(1, operand.elem_bytes)
@@ -1590,9 +1625,9 @@ def _tree_split_bytes(nd: Node) -> int:
     try:
         from ..rules import _i64_list
 
-        shape = list(type_info(op.operands[0].type).shape)
+        shape = list(type_info(_operand_type(nd, 0)).shape)
         dims = sorted(_i64_list(op, "dimensions") or [])
-        out = type_info(op.results[0].type)
+        out = type_info(_result_type(nd, 0))
     except Exception:
         return 0
     if not dims or not shape:
