@@ -490,6 +490,12 @@ class CostEngine:
             if cls == COLLECTIVE and single_participant(op):
                 nodes.append(Node(op, name, OpCost(), FREE, passthrough=True))
                 continue
+            cache = self._formation_cache
+            if cache is not None and ("leaf", self._leaf_seq + 1, name) in cache:
+                # a clone of a module costed before: its leaf cost is known, and its
+                # formation too unless the block differs (formation then asks the ops)
+                nodes.append(Node(op, name, self._leaf_cost(op, t), cls))
+                continue
             # the operands and results, fetched once for the rules and the formation
             # (each binding call costs about a microsecond)
             operands = tuple(op.operands)

@@ -226,28 +226,48 @@ class _Block:
     "branch" (arguments are the caller's buffers), "state" (a loop body or condition:
     the arguments are the loop's state, which the body may update in place)."""
 
-    def __init__(self, an: "_Analyzer", block, role: str, donation: dict | None = None, order: list | None = None):
+    def __init__(
+        self, an: "_Analyzer", block, role: str, donation: dict | None = None, order: list | None = None,
+        like: "_Block | None" = None,
+    ):
+        """`order`: the ops' indices in `like` (the program-order pass of the same block)
+        in the order to run them; what the ops read is taken from `like`."""
         self.an = an
         self.role = role
         self.first = order is None  # the program-order pass (counts constants once)
-        self.ops = ops = order if order is not None else [op.operation for op in block.operations]
+        if order is None:
+            self.ops = ops = [op.operation for op in block.operations]
+        else:
+            self.ops = ops = [like.ops[j] for j in order]
         self.n = n = len(ops)
         self.index_of = index_of = {}
-        for i, op in enumerate(ops):
-            for r in op.results:
-                index_of[r] = i
-        self.args = args = list(block.arguments)
-        local = set(index_of)
-        local.update(args)
+        if order is None:
+            for i, op in enumerate(ops):
+                for r in op.results:
+                    index_of[r] = i
+        else:
+            new_pos = [0] * n
+            for i, j in enumerate(order):
+                new_pos[j] = i
+            for v, j in like.index_of.items():
+                index_of[v] = new_pos[j]
+        self.args = args = list(block.arguments) if like is None else like.args
         # the local values each op reads; a use inside a nested region is a use by the region op
         self.last_use: dict = {}
         self.users: list = [None] * n
-        for i, op in enumerate(ops):
-            read = [v for v in op.operands if v in local]
-            if op.regions:
-                for inner in _walk(op):
-                    read.extend(v for v in inner.operands if v in local)
-            self.users[i] = read
+        if order is None:
+            local = set(index_of)
+            local.update(args)
+            for i, op in enumerate(ops):
+                read = [v for v in op.operands if v in local]
+                if op.regions:
+                    for inner in _walk(op):
+                        read.extend(v for v in inner.operands if v in local)
+                self.users[i] = read
+        else:
+            for i, j in enumerate(order):
+                self.users[i] = like.users[j]
+        for i, read in enumerate(self.users):
             for v in read:
                 self.last_use[v] = i
         self.term = ops[-1] if ops and ops[-1].name in TERMINATORS else None
@@ -622,6 +642,7 @@ class _Analyzer:
                 self.funcs[ir.StringAttr(op.attributes["sym_name"]).value] = op
         self.memo: dict = {}
         self.nested_memo: dict = {}
+        self.alloc_memo: dict = {}  # result value -> allocates()
         self.schedule = schedule
         self.in_progress: set = set()
         self.warnings: list[str] = []
@@ -651,7 +672,7 @@ class _Analyzer:
         order = _list_schedule(first)
         if order is None:
             return res
-        other = _Block(self, block, role, donation, order=order).run()
+        other = _Block(self, block, role, donation, order=order, like=first).run()
         other.schedule = "list"
         if self.schedule == "list" or other.inner_peak < res.inner_peak:
             return other
@@ -686,9 +707,16 @@ class _Analyzer:
         return res
 
     def allocates(self, op, r) -> bool:
-        """Does this result get a buffer of its own (is it a kernel output)?"""
+        """Does this result get a buffer of its own (is it a kernel output)? (Asked by both
+        schedules of a block: answered once per value.)"""
         if not self.use_kernels:
             return True
+        hit = self.alloc_memo.get(r)
+        if hit is None:
+            hit = self.alloc_memo[r] = self._allocates(op, r)
+        return hit
+
+    def _allocates(self, op, r) -> bool:
         attrs = op.attributes
         if KERNEL_ATTR not in attrs:
             return True  # not in a kernel: collectives, ops the engine could not cost ...
@@ -711,7 +739,7 @@ class _Analyzer:
 
 
 def _list_schedule(blk: "_Block") -> list | None:
-    """A memory-minimizing order of the block's ops (XLA's ListMemoryScheduler): of the
+    """A memory-minimizing order (indices) of the block's ops (XLA's ListMemoryScheduler): of the
     ops whose operands are ready, run the one that frees the most bytes net of what it
     allocates, ties in program order. Buffers and their readers come from the analysis
     of the program order. None when the block keeps its order (nothing to gain)."""
@@ -789,7 +817,7 @@ def _list_schedule(blk: "_Block") -> list | None:
                 heapq.heappush(heap, (-priority(k), k, version[k]))
     if len(order) != n or order == list(range(n)):
         return None
-    return [ops[j] for j in order]
+    return order
 
 
 _ORDERED_OPS = frozenset(
