@@ -838,3 +838,58 @@ def test_sibling_prefilter_changes_no_kernel(independent, monkeypatch):
     every_pair = run_annotate(text, "a100-40gb", fusion="xla-gpu")
     assert kernels(fast) == kernels(every_pair)
     assert [str(op) for op in fast.ops()] == [str(op) for op in every_pair.ops()]
+
+
+DEAD = """
+func.func @main(%x: tensor<1024x1024xf32>, %s: tensor<f32>) -> tensor<1024x1024xf32> {
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %b = stablehlo.broadcast_in_dim %s, dims = [] : (tensor<f32>) -> tensor<1024x1024xf32>
+  %m = stablehlo.multiply %b, %x : tensor<1024x1024xf32>
+  %r = stablehlo.reduce(%m init: %zero) applies stablehlo.add across dimensions = [1] : (tensor<1024x1024xf32>, tensor<f32>) -> tensor<1024xf32>
+  %e = stablehlo.exponential %x : tensor<1024x1024xf32>
+  return %e : tensor<1024x1024xf32>
+}
+"""
+
+
+def test_dead_ops_form_no_kernel():
+    """XLA's HloDCE runs before fusion: the broadcast -> multiply -> reduce chain that
+    nothing reads is removed (its constant init too); only the exponential is a kernel.
+    The dead ops' own counts stay in the module's totals, at zero time."""
+    a = run_annotate(DEAD, "a100-40gb", fusion="xla-gpu")
+    ks = kernels(a)
+    assert [k["root"] for k in ks] == ["stablehlo.exponential"]
+    s = summary(a)
+    assert ir.IntegerAttr(s["dead_op_count"]).value == 4  # constant, broadcast, multiply, reduce
+    assert ir.IntegerAttr(s["kernel_count"]).value == 1
+    n = 1024 * 1024
+    flops = ir.IntegerAttr(s["total_flops"]).value
+    assert flops == n + (n - 1024)  # the multiply (one per element) + the reduce's adds, still counted
+    unfused = run_annotate(DEAD, "a100-40gb", fusion="none")
+    assert "dead_op_count" not in summary(unfused)  # per-op costing removes nothing
+
+
+def test_a_value_read_only_inside_a_region_or_by_a_collective_is_live():
+    text = """
+module attributes {mhlo.num_replicas = 2 : i32, mhlo.num_partitions = 1 : i32} {
+  func.func @main(%x: tensor<64xf32>, %p: tensor<i1>) -> tensor<64xf32> {
+    %e = stablehlo.exponential %x : tensor<64xf32>
+    %n = stablehlo.negate %x : tensor<64xf32>
+    %a = "stablehlo.all_reduce"(%n) <{replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>}> ({
+    ^bb0(%u: tensor<f32>, %v: tensor<f32>):
+      %t = stablehlo.add %u, %v : tensor<f32>
+      stablehlo.return %t : tensor<f32>
+    }) : (tensor<64xf32>) -> tensor<64xf32>
+    %r = "stablehlo.if"(%p) ({
+      stablehlo.return %e : tensor<64xf32>
+    }, {
+      stablehlo.return %x : tensor<64xf32>
+    }) : (tensor<i1>) -> tensor<64xf32>
+    return %r : tensor<64xf32>
+  }
+}
+"""
+    a = run_annotate(text, "a100-40gb", fusion="xla-gpu")
+    assert "dead_op_count" not in summary(a)  # %e is read in a branch; %n by the collective
+    ids = kernel_ids(a)
+    assert "stablehlo.exponential" in ids and "stablehlo.negate" in ids  # both in a kernel (one, as siblings)

@@ -246,6 +246,7 @@ class CostEngine:
         self._in_progress: set[str] = set()
         self._funcs: dict[str, ir.Operation] = {}
         self.op_count = 0
+        self.dead_ops = 0  # ops no kernel runs: nothing reads them (kernel formation's DCE)
         self.unsupported_ops: dict[str, int] = {}
         self._i64 = None
         self._backend_attr = None
@@ -351,6 +352,8 @@ class CostEngine:
             d["fusion"] = ir.StringAttr.get(self.policy)
             d["kernel_count"] = self._cnt(total.kernel_count)
             d["kernel_bytes"] = self._cnt(total.kernel_bytes)
+            if self.dead_ops:
+                d["dead_op_count"] = self._cnt(self.dead_ops)
         if self.kernel_former is not None:
             for key, value in self.kernel_former.summary().items():
                 if isinstance(value, dict):
@@ -539,8 +542,10 @@ class CostEngine:
                     # communication is extract-collectives' business; the op keeps the
                     # per-op estimate of its local work, as without kernel formation
                     time_ns, bound = self.backend.estimate(cost)
-                else:  # no kernel: bitcast-like ops, constants, tuple plumbing
+                else:  # no kernel: bitcast-like ops, constants, tuple plumbing, dead ops
                     time_ns, bound = 0.0, "overhead"
+                    if nd.dead:
+                        self.dead_ops += 1
                 op.attributes[COST_ATTR] = self._cost_attr(
                     cost.flops, cost.transcendentals, cost.bytes_read, cost.bytes_written, time_ns, bound
                 )
@@ -575,8 +580,14 @@ class CostEngine:
         hit = cache.get(key)
         if hit is None:
             kernels = form_kernels(nodes, self.policy)
-            cache[key] = [dataclasses.replace(k, ops=[], root=None, duplicated=[]) for k in kernels]
+            cache[key] = (
+                [dataclasses.replace(k, ops=[], root=None, duplicated=[]) for k in kernels],
+                [i for i, nd in enumerate(nodes) if nd.dead],
+            )
             return kernels
+        hit, dead = hit
+        for i in dead:
+            nodes[i].dead = True
         out = []
         for k in hit:
             ops = [nodes[i].op for i in k.node_ids]

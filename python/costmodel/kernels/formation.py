@@ -224,6 +224,9 @@ class Node:
     operands: tuple | None = None
     results: tuple | None = None
     types: tuple | None = None
+    # set by form_kernels: no result is used and the op has no side effect, so the
+    # compiler removes it (XLA's HloDCE): it is in no kernel
+    dead: bool = False
 
 
 # Collectives that are the identity when every group has one participant (XLA's
@@ -496,6 +499,8 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
             g.inline.add(j)
 
     g.operand_nodes = operand_nodes
+    if policy not in ("given", "none"):
+        _remove_dead(nodes, g, users, operand_nodes, outer_users, external_use, nres)
     absorbed = [False] * n
     if policy not in ("given", "none"):
         st = _Formation(nodes, g, users, operand_nodes, external_use, absorbed, policy)
@@ -539,6 +544,43 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
             k.attrs["recomputed_flops"] = rf
             k.attrs["recomputed_transcendentals"] = rt
     return kernels
+
+
+# Ops without side effects: removed by XLA's HloDCE when nothing reads their results.
+_PURE_CLASSES = frozenset({FREE, ELEMENTWISE, MOVEMENT, REDUCE, GEMM, CONV})
+
+
+def _remove_dead(nodes, g, users, operand_nodes, outer_users, external_use, nres) -> None:
+    """XLA's HloDCE, which runs before fusion: an op without side effects whose results
+    nobody reads (in the block, a nested region, or the block's terminator), nor any op
+    reading them but dead ones, is removed. Such a node forms no kernel (`Node.dead`)."""
+    n = len(nodes)
+    dead = [False] * n
+    found = []
+    for j in range(n - 1, -1, -1):
+        nd = nodes[j]
+        if nres[j] == 0 or external_use[j] or nd.cls not in _PURE_CLASSES or nd.name in TERMINATORS:
+            continue
+        if all(dead[u] for u in users[j]):
+            dead[j] = True
+            found.append(j)
+    if not found:
+        return
+    gone = set(found)
+    for j in found:
+        nodes[j].dead = True
+        g.kind[j] = None
+        g.computes[j] = False
+        users[j] = []
+        for i in operand_nodes[j]:
+            if i is not None and not dead[i]:
+                users[i] = [u for u in users[i] if u not in gone]
+    for v, js in list(outer_users.items()):
+        kept = [u for u in js if u not in gone]
+        if kept:
+            outer_users[v] = kept
+        else:
+            del outer_users[v]
 
 
 def _mark_captured(op, defined, external_use) -> None:
