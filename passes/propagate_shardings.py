@@ -20,7 +20,8 @@ Steps (docs/sharding.md has the long version):
    shapes, `stablehlo` collectives with replica_groups, channel handles and
    use_global_device_ids; `mhlo.num_partitions` / `mhlo.num_replicas = 1` set; an
    all_reduce whose every user dynamic-slices 1/n of it becomes a reduce_scatter (option
-   reduce-scatter, XLA GPU/TPU's ReduceScatterCreator; FSDP gradients); the unit
+   reduce-scatter, XLA GPU/TPU's ReduceScatterCreator; FSDP gradients), after hybrid
+   (dp x fsdp) gradients are split as XLA GPU's AllReduceSplitter splits them; the unit
    attribute `costmodel.partitioned` marks the per-device program (running the pass
    again leaves it unchanged, with a warning).
 
@@ -35,8 +36,12 @@ through unchanged. See docs/sharding.md.
 from __future__ import annotations
 
 import math
+import re
+
+import numpy as np
 
 from costmodel import gspmd, xla_spmd
+from costmodel.collectives import _dense_rows
 from costmodel.ir import DiagnosticEngine, ir, passmanager, walk_ops
 from costmodel.partitioning import PARTITIONED_ATTR, is_marked_partitioned, mark_partitioned
 from costmodel.reshard_cse import merge_identical_collectives
@@ -313,6 +318,175 @@ def form_reduce_scatters(module: ir.Operation) -> int:
     return n
 
 
+# ops whose value on one device the splitter evaluates (dynamic_slice offsets: a table of
+# offsets indexed by partition_id, or arithmetic on it)
+_SCALAR_BINARY = {
+    "stablehlo.add": lambda a, b: a + b,
+    "stablehlo.subtract": lambda a, b: a - b,
+    "stablehlo.multiply": lambda a, b: a * b,
+    "stablehlo.divide": lambda a, b: int(a / b) if b else None,  # integer division truncates
+    "stablehlo.remainder": lambda a, b: a - b * int(a / b) if b else None,
+    "stablehlo.minimum": min,
+    "stablehlo.maximum": max,
+}
+
+
+def _device_value(value, partition: int, depth: int = 0):
+    """The integer `value` (a scalar or a 1-element tensor) holds on `partition` (one
+    replica, SPMD), or None when it is not a function of the partition id alone."""
+    if depth > 32:
+        return None
+    op = value.owner
+    op = getattr(op, "operation", op)
+    name = getattr(op, "name", None)
+    if name == "stablehlo.partition_id":
+        return partition
+    if name == "stablehlo.replica_id":
+        return 0
+    if name == "stablehlo.constant":
+        try:
+            vals = [int(x) for x in ir.DenseIntElementsAttr(op.attributes["value"])]
+        except (ValueError, TypeError):
+            return None
+        return vals[0] if len(vals) == 1 else None
+    if name in ("stablehlo.convert", "stablehlo.reshape", "stablehlo.broadcast_in_dim"):
+        return _device_value(op.operands[0], partition, depth + 1)
+    if name in _SCALAR_BINARY:
+        a = _device_value(op.operands[0], partition, depth + 1)
+        b = _device_value(op.operands[1], partition, depth + 1)
+        return None if a is None or b is None else _SCALAR_BINARY[name](a, b)
+    if name == "stablehlo.dynamic_slice" and len(op.operands) == 2:
+        table = op.operands[0].owner
+        table = getattr(table, "operation", table)
+        if getattr(table, "name", None) != "stablehlo.constant":
+            return None
+        try:
+            vals = [int(x) for x in ir.DenseIntElementsAttr(table.attributes["value"])]
+        except (ValueError, TypeError):
+            return None
+        i = _device_value(op.operands[1], partition, depth + 1)
+        if i is None or ir.RankedTensorType(op.results[0].type).shape != [1]:
+            return None
+        return vals[min(max(i, 0), len(vals) - 1)]  # dynamic_slice clamps its start
+    return None
+
+
+def split_all_reduces(module: ir.Operation, num_partitions: int) -> int:
+    """XLA GPU's AllReduceSplitter (before ReduceScatterCreator): an all_reduce over all
+    `num_partitions` devices whose one user dynamic-slices 1/k of it (1 < k < devices;
+    through a transpose, as form_reduce_scatters looks through one),
+    each device the slice of its position in consecutive groups of k (hybrid sharding:
+    FSDP inside data parallelism), becomes an all_reduce over those groups, the slice,
+    and an all_reduce of the slice over the devices holding the same slice (groups
+    {g, g+k, ...}) — when the module already has an all_reduce over either set of
+    groups (XLA's profitability test). form_reduce_scatters then makes the first a
+    reduce-scatter. Returns how many it split."""
+    i64 = ir.IntegerType.get_signless(64)
+    ars = [op for op in walk_ops(module) if op.name == "stablehlo.all_reduce"]
+
+    def groups_of(op):
+        try:
+            return [list(map(int, row)) for row in _dense_rows(op.attributes["replica_groups"], "replica_groups")]
+        except Exception:  # absent or malformed: not split
+            return None
+
+    existing = {tuple(map(tuple, g)) for g in (groups_of(op) for op in ars) if g}
+    handles = [0]
+    for op in walk_ops(module):
+        if "channel_handle" in op.attributes:
+            m = re.search(r"handle = (\d+)", str(op.attributes["channel_handle"]))
+            if m:
+                handles.append(int(m.group(1)))
+    next_handle = max(handles) + 1
+    n = 0
+    for ar in ars:
+        if len(ar.results) != 1 or len(ar.operands) != 1 or "use_global_device_ids" not in ar.attributes:
+            continue
+        if groups_of(ar) != [list(range(num_partitions))]:
+            continue
+        users = _users(ar.results[0])
+        src = ar.results[0]
+        if len(users) == 1 and users[0].name == "stablehlo.transpose":
+            # a weight gradient transposed to the parameter's layout, then sliced: looked
+            # through, as form_reduce_scatters does
+            src = users[0].results[0]
+            users = _users(src)
+        if len(users) != 1 or users[0].name != "stablehlo.dynamic_slice" or users[0].operands[0] != src:
+            continue
+        ds = users[0]
+        if len(_users(ds.results[0])) > 1:
+            continue
+        full = list(ir.RankedTensorType(src.type).shape)
+        part = list(ir.RankedTensorType(ds.results[0].type).shape)
+        dims = [d for d in range(len(full)) if full[d] != part[d]]
+        if len(dims) != 1 or part[dims[0]] == 0 or full[dims[0]] % part[dims[0]]:
+            continue
+        dim = dims[0]
+        k = full[dim] // part[dim]
+        if k in (1, num_partitions) or num_partitions % k:
+            continue
+        first = [list(range(u, u + k)) for u in range(0, num_partitions, k)]
+        second = [list(range(g, num_partitions, k)) for g in range(k)]
+        if tuple(map(tuple, first)) not in existing and tuple(map(tuple, second)) not in existing:
+            continue  # IsProfitableToSplit
+        # a logical reduce-scatter over `first`: device d takes slice d mod k
+        offsets = list(ds.operands[1:])
+        ok = True
+        for d in range(num_partitions):
+            for j, off in enumerate(offsets):
+                want = (d % k) * part[dim] if j == dim else 0
+                if _device_value(off, d) != want:
+                    ok = False
+                    break
+            if not ok:
+                break
+        if not ok:
+            continue
+
+        def make_ar(operand, result_type, groups, where):
+            nonlocal next_handle
+            with ar.location:
+                attrs = {
+                    "replica_groups": ir.DenseIntElementsAttr.get(
+                        np.array(groups, dtype=np.int64), type=ir.RankedTensorType.get([len(groups), len(groups[0])], i64)
+                    ),
+                    "channel_handle": ir.Attribute.parse(f"#stablehlo.channel_handle<handle = {next_handle}, type = 1>"),
+                    "use_global_device_ids": ar.attributes["use_global_device_ids"],
+                }
+                next_handle += 1
+                with ir.InsertionPoint(where):
+                    new = ir.Operation.create(
+                        "stablehlo.all_reduce", results=[result_type], operands=[operand], attributes=attrs, regions=1
+                    )
+                old = ar.regions[0].blocks[0]
+                body = new.regions[0].blocks.append(*[a.type for a in old.arguments])
+                mapping = {a: b for a, b in zip(old.arguments, body.arguments)}
+                with ir.InsertionPoint(body):
+                    for o in old.operations:
+                        clone = o.operation.clone()
+                        for i, v in enumerate(clone.operands):
+                            if v in mapping:
+                                clone.operands[i] = mapping[v]
+                        for r_old, r_new in zip(o.operation.results, clone.results):
+                            mapping[r_old] = r_new
+            return new
+
+        ar1 = make_ar(ar.operands[0], ar.results[0].type, first, ar)
+        ar.results[0].replace_all_uses_with(ar1.results[0])
+        ar2 = make_ar(ds.results[0], ds.results[0].type, second, ds)
+        # the second all_reduce reads the slice: it goes right after it
+        ar2.move_after(ds)
+        ds.results[0].replace_all_uses_with(ar2.results[0])
+        ar2.operands[0] = ds.results[0]  # (replace_all_uses_with rewired its own operand too)
+        ar.erase()
+        n += 1
+    return n
+
+
+def _int_attr(module: ir.Operation, name: str) -> int | None:
+    return ir.IntegerAttr(module.attributes[name]).value if name in module.attributes else None
+
+
 def _mesh_sizes(module: ir.Operation) -> dict[str, int]:
     sizes = {}
     for op in module.regions[0].blocks[0].operations:
@@ -432,11 +606,16 @@ def _run(module: ir.Operation, options: dict, session: PassSession, progress) ->
     # (Shardy reshards once per use: FSDP weights were gathered twice)
     merge_identical_collectives(module)
 
+    sizes = _mesh_sizes(module)
     if options.get("reduce-scatter", True):
         with module.context:
+            if "mhlo.num_replicas" not in module.attributes or _int_attr(module, "mhlo.num_replicas") == 1:
+                devices = _int_attr(module, "mhlo.num_partitions") or max(
+                    [s for k, s in sizes.items() if not k.startswith("maximal_mesh")] + [1]
+                )
+                split_all_reduces(module, devices)
             form_reduce_scatters(module)
 
-    sizes = _mesh_sizes(module)
     with module.context:
         i32 = ir.IntegerType.get_signless(32)
         if "mhlo.num_partitions" not in module.attributes:

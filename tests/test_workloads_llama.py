@@ -403,22 +403,7 @@ def test_xla_splits_fsdp_x_tp_reductions_that_allreducefolder_merges(generated, 
     assert collections.Counter(n for k, n, *_ in folded if k == "all_reduce")[8] == pairs
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        "fsdp",
-        "fsdp_tp",
-        pytest.param(
-            "dp_fsdp",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="hybrid sharding: a gradient all-reduced over dp x fsdp (8) of which each device keeps "
-                "1/fsdp (1/4) is a reduce-scatter over fsdp plus an all-reduce over dp on XLA GPU "
-                "(AllReduceSplitter); form_reduce_scatters only forms a reduce-scatter over the whole group",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("case", ["fsdp", "fsdp_tp"])
 def test_fsdp_gradients_become_reduce_scatters(generated, ctx, case):
     """With reduce-scatter on (GPU/TPU), each all-reduce whose users all keep 1/n of it
     becomes a reduce-scatter over the same group and operand: the same count and bytes
@@ -442,6 +427,35 @@ def test_fsdp_gradients_become_reduce_scatters(generated, ctx, case):
     assert [c for c in with_rs if c[0] not in ("all_reduce", "reduce_scatter")] == [
         c for c in without if c[0] != "all_reduce"
     ]
+
+
+def test_hybrid_gradients_split_into_reduce_scatter_and_all_reduce(generated, ctx):
+    """dp=2 x fsdp=4: a gradient all-reduced over all 8 devices of which each keeps 1/4 is,
+    on XLA GPU, split by AllReduceSplitter (an all-reduce over the fsdp groups, the slice,
+    an all-reduce of the slice over the dp groups), and the first becomes a reduce-scatter
+    (ReduceScatterCreator): per FSDP weight matrix one reduce-scatter over {0..3},{4..7}
+    with the bytes of the all-reduce it replaces, and one all-reduce over {0,4},{1,5}...
+    of a quarter of them."""
+    without = collectives(_partition(ctx, generated / "dp_fsdp.mlir", reduce_scatter=False))
+    with_rs = collectives(_partition(ctx, generated / "dp_fsdp.mlir", reduce_scatter=True))
+    fsdp_groups = frozenset({frozenset(range(4)), frozenset(range(4, 8))})
+    dp_groups = frozenset(frozenset((g, g + 4)) for g in range(4))
+    everyone = frozenset({frozenset(range(8))})
+    rs = [(b, groups) for k, _n, b, groups in with_rs if k == "reduce_scatter"]
+    split_ar = sorted(b for k, _n, b, groups in with_rs if k == "all_reduce" and groups == dp_groups)
+    model = llama_oracle.CASES["dp_fsdp"][0]
+    tied = configs.LLAMA_MODELS[model].tied_embeddings
+    assert len(rs) == _weight_matrices("dp_fsdp") - (1 if tied else 0)
+    assert all(groups == fsdp_groups for _, groups in rs)
+    assert split_ar == sorted(b // 4 for b, _ in rs)  # the slice each device keeps, reduced over dp
+    # the reduce-scatters take exactly the place of all-reduces over all 8 devices
+    full_before = sorted(b for k, _n, b, groups in without if k == "all_reduce" and groups == everyone)
+    full_after = sorted(b for k, _n, b, groups in with_rs if k == "all_reduce" and groups == everyone)
+    assert sorted(full_after + [b for b, _ in rs]) == full_before
+    # nothing else changes
+    others = lambda colls: sorted((k, b) for k, _n, b, groups in colls if k != "reduce_scatter" and not (
+        k == "all_reduce" and groups in (everyone, dp_groups)))
+    assert others(with_rs) == others(without)
 
 
 def test_dp_tp_shardy_and_gspmd_exports_partition_alike(generated, ctx):
