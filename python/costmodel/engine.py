@@ -300,7 +300,14 @@ class CostEngine:
                     funcs.append((name, op))
             if not funcs:
                 self.diags.warning(module.location, "the module holds no function: nothing to cost")
-            if self.fusion != "none" and _already_fused(funcs):
+            cache = self._formation_cache
+            if cache is not None:  # clones of one module: asked once
+                fused = cache.get(("already fused",))
+                if fused is None:
+                    fused = cache[("already fused",)] = _already_fused(funcs)
+            else:
+                fused = self.fusion != "none" and _already_fused(funcs)
+            if self.fusion != "none" and fused:
                 self.policy = "given"
             total = Totals()
             entries = []
