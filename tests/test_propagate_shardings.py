@@ -322,3 +322,72 @@ def test_adamw_with_donation_keeps_aliasing(ctx):
     assert not session.diagnostics.has_errors
     assert out.count("tf.aliasing_output") == 6  # parameters and both moments, 2 arrays each
     assert _kinds(out) == {"all_gather": 1, "all_reduce": 1}  # as XLA (tests/test_spmd_oracle.py)
+
+
+def _hybrid(offsets: str, other_groups: str) -> str:
+    """A per-device gradient step on 8 partitions: an all-reduce over all 8 devices whose
+    one user keeps a quarter (dynamic_slice at a partition_id-indexed offset), and another
+    all-reduce over `other_groups` (XLA's splitter only splits when such groups exist)."""
+    body = """({
+      ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+        %s = stablehlo.add %a, %b : tensor<f32>
+        stablehlo.return %s : tensor<f32>
+      })"""
+    return f"""
+module attributes {{mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32}} {{
+  func.func @main(%g: tensor<64x32xf32>, %n: tensor<f32>) -> (tensor<16x32xf32>, tensor<f32>) {{
+    %r = "stablehlo.all_reduce"(%g) <{{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = dense<[[0, 1, 2, 3, 4, 5, 6, 7]]> : tensor<1x8xi64>, use_global_device_ids}}> {body} : (tensor<64x32xf32>) -> tensor<64x32xf32>
+    %table = stablehlo.constant dense<{offsets}> : tensor<8xi64>
+    %pid = stablehlo.partition_id : tensor<ui32>
+    %i = stablehlo.convert %pid : (tensor<ui32>) -> tensor<i64>
+    %o1 = stablehlo.dynamic_slice %table, %i, sizes = [1] : (tensor<8xi64>, tensor<i64>) -> tensor<1xi64>
+    %o = stablehlo.reshape %o1 : (tensor<1xi64>) -> tensor<i64>
+    %zero = stablehlo.constant dense<0> : tensor<i64>
+    %q = stablehlo.dynamic_slice %r, %o, %zero, sizes = [16, 32] : (tensor<64x32xf32>, tensor<i64>, tensor<i64>) -> tensor<16x32xf32>
+    %m = "stablehlo.all_reduce"(%n) <{{channel_handle = #stablehlo.channel_handle<handle = 2, type = 1>, replica_groups = dense<{other_groups}> : tensor<2x4xi64>, use_global_device_ids}}> {body} : (tensor<f32>) -> tensor<f32>
+    return %q, %m : tensor<16x32xf32>, tensor<f32>
+  }}
+}}
+"""
+
+
+def _collective_groups(module):
+    from costmodel.ir import ir, walk_ops
+
+    out = []
+    for op in walk_ops(module):
+        if op.name in ("stablehlo.all_reduce", "stablehlo.reduce_scatter"):
+            out.append((op.name.split(".")[1], str(op.operands[0].type), str(ir.DenseIntElementsAttr(op.attributes["replica_groups"]))))
+    return out
+
+
+def test_hybrid_all_reduce_is_split_as_xla_gpu_splits_it(ctx):
+    """AllReduceSplitter + ReduceScatterCreator: device d keeps quarter d mod 4 of a sum
+    over all 8 devices -> a reduce-scatter over {0..3},{4..7}, then an all-reduce of the
+    quarter over {0,4},{1,5},{2,6},{3,7}."""
+    from passes.propagate_shardings import form_reduce_scatters, split_all_reduces
+
+    module = load_module(ctx, _hybrid("[0, 16, 32, 48, 0, 16, 32, 48]", "[[0, 1, 2, 3], [4, 5, 6, 7]]"), "h.mlir")
+    with ctx:
+        assert split_all_reduces(module, 8) == 1
+        assert form_reduce_scatters(module) == 1
+    module.verify()
+    got = _collective_groups(module)
+    assert ("reduce_scatter", "tensor<64x32xf32>", "dense<[[0, 1, 2, 3], [4, 5, 6, 7]]> : tensor<2x4xi64>") in got
+    assert ("all_reduce", "tensor<16x32xf32>", "dense<[[0, 4], [1, 5], [2, 6], [3, 7]]> : tensor<4x2xi64>") in got
+    assert not any(g.startswith("dense<[[0, 1, 2, 3, 4, 5, 6, 7]]>") for _, _, g in got)
+
+
+@pytest.mark.parametrize(
+    "offsets, other, why",
+    [
+        ("[0, 0, 16, 16, 32, 32, 48, 48]", "[[0, 1, 2, 3], [4, 5, 6, 7]]", "slices not at d mod 4: no logical reduce-scatter"),
+        ("[0, 16, 32, 48, 0, 16, 32, 48]", "[[0, 2, 4, 6], [1, 3, 5, 7]]", "no all-reduce over either group set: not profitable"),
+    ],
+)
+def test_hybrid_all_reduce_is_left_alone_when_xla_would(ctx, offsets, other, why):
+    from passes.propagate_shardings import split_all_reduces
+
+    module = load_module(ctx, _hybrid(offsets, other), "h.mlir")
+    with ctx:
+        assert split_all_reduces(module, 8) == 0, why
