@@ -9,16 +9,10 @@ import re
 
 import numpy as np
 
+from costmodel.collectives import GROUP_COLLECTIVE_OPS
 from costmodel.ir import ir
 
-KINDS = {
-    "stablehlo.all_reduce",
-    "stablehlo.all_gather",
-    "stablehlo.reduce_scatter",
-    "stablehlo.all_to_all",
-    "stablehlo.collective_permute",
-    "stablehlo.collective_broadcast",
-}
+KINDS = GROUP_COLLECTIVE_OPS
 
 
 def _mesh(module, name):

@@ -43,6 +43,18 @@ __all__ = [
 ]
 
 # Kinds as the communication model knows them, plus Shardy's local all_slice.
+# The StableHLO collectives that name device groups (replica_groups or source_target_pairs)
+GROUP_COLLECTIVE_OPS = frozenset(
+    {
+        "stablehlo.all_reduce",
+        "stablehlo.all_gather",
+        "stablehlo.reduce_scatter",
+        "stablehlo.all_to_all",
+        "stablehlo.collective_permute",
+        "stablehlo.collective_broadcast",
+    }
+)
+
 _HLO_KINDS = COMM_KINDS
 KINDS = (*COMM_KINDS, "all_slice")
 _OP_KIND: dict[str, str] = {}

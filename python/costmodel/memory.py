@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .collectives import GROUP_COLLECTIVE_OPS
 from .ir import InputError, format_location, ir
 from .shapes import type_info
 
@@ -820,19 +821,13 @@ def _list_schedule(blk: "_Block") -> list | None:
     return order
 
 
-_ORDERED_OPS = frozenset(
+_ORDERED_OPS = GROUP_COLLECTIVE_OPS | frozenset(
     {
         "stablehlo.send",
         "stablehlo.recv",
         "stablehlo.outfeed",
         "stablehlo.infeed",
         "stablehlo.rng_bit_generator",
-        "stablehlo.all_reduce",
-        "stablehlo.all_gather",
-        "stablehlo.reduce_scatter",
-        "stablehlo.all_to_all",
-        "stablehlo.collective_permute",
-        "stablehlo.collective_broadcast",
     }
 )
 

@@ -37,6 +37,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 
+from ..collectives import GROUP_COLLECTIVE_OPS
 from ..rules import ELEMENTWISE_OPS, MATRIX, REGION_OPS, TRANSCENDENTAL_OPS, OpCost
 from ..shapes import type_info
 
@@ -99,14 +100,8 @@ MOVEMENT_OPS = frozenset(
         "chlo.constant_like",
     }
 )
-COLLECTIVE_OPS = frozenset(
+COLLECTIVE_OPS = GROUP_COLLECTIVE_OPS | frozenset(
     {
-        "stablehlo.all_reduce",
-        "stablehlo.all_gather",
-        "stablehlo.reduce_scatter",
-        "stablehlo.all_to_all",
-        "stablehlo.collective_permute",
-        "stablehlo.collective_broadcast",
         "stablehlo.send",
         "stablehlo.recv",
         "stablehlo.cross-replica-sum",

@@ -14,18 +14,12 @@ partition, the flattened id of replica r is r.
 
 from __future__ import annotations
 
+from ..collectives import GROUP_COLLECTIVE_OPS
 from ..ir import InputError, ir, load_module, make_context, print_module, walk_ops
 
 # collectives whose groups switch from flattened ids to replica ids when channel_handle
 # and use_global_device_ids are dropped (the StableHLO spec's cross_replica mode)
-_GROUPED = {
-    "stablehlo.all_reduce",
-    "stablehlo.all_gather",
-    "stablehlo.reduce_scatter",
-    "stablehlo.all_to_all",
-    "stablehlo.collective_permute",
-    "stablehlo.collective_broadcast",
-}
+_GROUPED = GROUP_COLLECTIVE_OPS
 
 
 class ReplicaFormError(InputError):
