@@ -524,3 +524,76 @@ def test_retime_refuses_a_graph_of_another_shape(annotate):
     # loops keep their own periodicity check: no plan is recorded for a compact loop's template
     looped = annotate(LOOP, "a100-40gb", fusion="none")
     assert build_template(looped.module, "region", record=True).retime is not None  # short loops are unrolled
+
+
+# -- symmetric ranks: one rank simulated for all (simulate_graphs) ---------------------------
+
+_GROUPED_AR = """
+module attributes {{mhlo.num_replicas = 4 : i32, mhlo.num_partitions = 1 : i32}} {{
+  func.func @main(%x: tensor<1024xf32>) -> tensor<1024xf32> {{
+    %0 = stablehlo.exponential %x : tensor<1024xf32>
+    %1 = "stablehlo.all_reduce"(%0) <{{replica_groups = dense<{groups}> : {gtype}}}> {body} : (tensor<1024xf32>) -> tensor<1024xf32>
+    %2 = stablehlo.multiply %1, %1 : tensor<1024xf32>
+    %3 = "stablehlo.all_reduce"(%2) <{{replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>}}> {body} : (tensor<1024xf32>) -> tensor<1024xf32>
+    return %3 : tensor<1024xf32>
+  }}
+}}
+"""
+
+
+def _grouped(groups: str, gtype: str) -> str:
+    return _GROUPED_AR.format(groups=groups, gtype=gtype, body=AR_BODY)
+
+
+@pytest.mark.parametrize(
+    "text,symmetric,shared",
+    [
+        (OVERLAP, True, True),  # one group of every rank: each rank's list is rank 0's
+        (_grouped("[[0, 1], [2, 3]]", "tensor<2x2xi64>"), True, False),  # even groups, named per rank
+        (_grouped("[[0], [1], [2], [3]]", "tensor<4x1xi64>"), True, True),  # nobody takes part
+        (_grouped("[[0, 1, 2], [3, -1, -1]]", "tensor<2x3xi64>"), False, False),  # uneven: rank 3 skips it
+        (GROUPS, False, False),  # a collective_permute (point to point)
+    ],
+)
+def test_symmetric_ranks_detected_and_simulated_as_one(annotate, text, symmetric, shared):
+    """RankGraphs.symmetric holds exactly when every rank runs rank 0's timeline; then
+    simulating rank 0 alone gives the report of simulating every rank."""
+    from costmodel.simulate import simulate_graphs
+
+    system = _system()
+    a = annotate(text, "a100-40gb")
+    g = export_module(a.module, system, "unused", write=False).graphs
+    assert g.symmetric is symmetric
+    assert all(nodes is g.nodes[0] for nodes in g.nodes) is shared
+    full = simulate_graphs(g.nodes, g.comm_groups, system, loops=g.loops)
+    one = simulate_graphs(g.nodes, g.comm_groups, system, loops=g.loops, symmetric=g.symmetric)
+    assert one == full
+    assert full.step_time_ns > 0
+
+
+def test_symmetric_ranks_on_a_system_bigger_than_the_program(annotate):
+    """Idle ranks (the program runs on 4 of 8 NPUs) are not rank 0's timeline."""
+    g = export_module(annotate(OVERLAP, "h100-sxm").module, _system("dgx-h100"), "unused", write=False).graphs
+    assert not g.symmetric
+    assert g.nodes[4] == [] and g.nodes[0]
+
+
+def test_symmetric_compact_loop_simulates_like_every_rank():
+    """A 1e9-trip loop (compact: three iterations held) on 4 symmetric ranks: the steady
+    state found on rank 0 alone is the one found on all four."""
+    from costmodel.chakra.export import export_module as export
+    from costmodel.ir import DiagnosticEngine, load_module, make_context
+    from costmodel.passes.annotate_cost import annotate_module
+    from costmodel.simulate import simulate_graphs
+
+    text = open(os.path.join(DATA, "collectives", "loop_1e9_all_reduce.mlir")).read()
+    system = _system()
+    with make_context() as ctx:
+        module = load_module(ctx, text, "loop")
+        annotate_module(module, DiagnosticEngine("loop"), hardware="a100-40gb")
+        g = export(module, system, "unused", write=False).graphs
+    assert g.symmetric and any(g.loops)
+    full = simulate_graphs(g.nodes, g.comm_groups, system, loops=g.loops)
+    one = simulate_graphs(g.nodes, g.comm_groups, system, loops=g.loops, symmetric=True)
+    assert one == full
+    assert full.collectives == 4 * 1_000_000_000 // 4  # one all_reduce of one group per trip

@@ -198,6 +198,20 @@ func.func public @rec(%x: tensor<4xf32>) -> tensor<4xf32> {
         assert module.verify()
 
 
+def test_nested_ops_is_walk_ops_as_a_list(ctx):
+    """MLIR's own walk (nested_ops) visits what walk_ops yields, in the same pre-order,
+    without the op itself; on a module with regions inside regions."""
+    path = os.path.join(os.path.dirname(__file__), "data", "collectives", "loop_1e9_all_reduce.mlir")
+    module = cir.load_module(ctx, open(path).read(), "loop")
+    ops = list(cir.walk_ops(module))
+    assert cir.nested_ops(module) == ops
+    assert len(ops) > 10 and any(op.name == "stablehlo.while" for op in ops)
+    loop = next(op for op in ops if op.name == "stablehlo.while")
+    assert cir.nested_ops(loop) == list(cir.walk_ops(loop))
+    leaf = next(op for op in ops if not len(op.regions))
+    assert cir.nested_ops(leaf) == []
+
+
 def test_locations_without_a_file_position_are_never_file_0_0(ctx):
     """Serialized exports carry unknown or name-only locations: the diagnostic names the
     file alone (no made-up `:0:0`) plus the location's name (JAX's op path) when it has one."""

@@ -256,3 +256,52 @@ def test_in_memory_graphs_simulate_like_the_written_trace(tmp_path):
     assert not (tmp_path / "u").exists()
     assert (a.step_time_ns, a.compute_time_ns, a.exposed_comm_ns) == (b.step_time_ns, b.compute_time_ns, b.exposed_comm_ns)
     assert a.step_time_ns > 0
+
+
+def test_equal_time_events_are_handled_in_node_id_order(tmp_path):
+    """ar0 (comm) and c1 (compute) both end at 2 us; c1 was scheduled first. Their
+    children ar3 (after ar0) and ar2 (after c1) compete for the comm stream: events at
+    one time go in (time, rank, node id) order, so ar0's completion is seen first and
+    ar3 takes the free stream before ar2 is ready."""
+    nodes = [coll(0, 8), comp(1, 2), coll(2, 8, deps=[1]), coll(3, 8, deps=[0])]
+    d = make_dir(tmp_path / "t", [nodes])
+    rep = simulate_dir(d, comm_time=fixed(2 * US), record=True)
+    spans = {name: (s, e) for _r, track, name, s, e, _a in rep.records if track == "comm"}
+    assert spans == {"ar0": (0, 2 * US), "ar3": (2 * US, 4 * US), "ar2": (4 * US, 6 * US)}
+
+
+def test_one_rank_stands_for_symmetric_ranks():
+    """simulate(replicas=N) on one graph == simulate on N copies of it, collectives of
+    two groups of 2 counted once per group; a collective that takes no time cannot be
+    stood for (its completion comes at another rank's turn): _NotSymmetric."""
+    from costmodel.simulate import _NotSymmetric, convert_nodes, simulate
+
+    def graph(pg):
+        return [comp(0, 3), coll(1, 64, deps=[0], pg=pg), comp(2, 1, ctrl=[0]), comp(3, 2, deps=[1, 2]),
+                coll(4, 32, deps=[3], ctrl=[1])]
+
+    groups = {"1": [0, 1], "2": [2, 3]}
+    ranks = [convert_nodes(graph("1" if r < 2 else "2"), r, 4, groups) for r in range(4)]
+    full = simulate(ranks, fixed(2 * US))
+    one = simulate(ranks[:1], fixed(2 * US), replicas=4)
+    assert one == full
+    assert full.collectives == 2 + 1  # ar1 in each pair, ar4 of everyone
+    assert [r.rank for r in one.ranks] == [0, 1, 2, 3]
+    with pytest.raises(_NotSymmetric):
+        simulate(ranks[:1], fixed(0), replicas=4)
+    with pytest.raises(ValueError):
+        simulate(ranks[:2], fixed(), replicas=4)
+
+
+def test_symmetric_graphs_fall_back_to_every_rank_when_a_collective_takes_no_time(monkeypatch):
+    """simulate_graphs(symmetric=True) with a zero-time collective simulates every rank:
+    the same report as symmetric=False."""
+    from costmodel import simulate as sim
+    from costmodel.systems import load_system
+
+    monkeypatch.setattr(sim, "comm_time_for_system", lambda system: fixed(0))
+    nodes = [comp(0, 3), coll(1, 64, deps=[0]), comp(2, 1, deps=[1])]
+    system = load_system("a100-40gb-x4")
+    one = sim.simulate_graphs([nodes] * 4, {}, system, symmetric=True)
+    assert one == sim.simulate_graphs([nodes] * 4, {}, system)
+    assert one.step_time_ns == 4 * US

@@ -530,7 +530,7 @@ def inline_calls(module: ir.Operation, max_rounds: int = 64) -> int:
             funcs[ir.StringAttr(op.attributes["sym_name"]).value] = op
     done = 0
     for _ in range(max_rounds):
-        calls = [op for op in walk_ops(module) if op.name == "func.call"]
+        calls = [op for op in nested_ops(module) if op.name == "func.call"]
         inlined = 0
         for call in calls:
             callee = funcs.get(ir.FlatSymbolRefAttr(call.attributes["callee"]).value)
@@ -546,6 +546,22 @@ def inline_calls(module: ir.Operation, max_rounds: int = 64) -> int:
         if not inlined:
             break
     return done
+
+
+def nested_ops(op) -> list:
+    """Every op nested in `op`'s regions, pre-order (not `op` itself), as a list walked
+    by MLIR itself (about twice as fast as `walk_ops`). A snapshot: for reading; a loop
+    that erases or inserts ops walks with `walk_ops`."""
+    out: list = []
+    add = out.append
+    advance = ir.WalkResult.ADVANCE
+
+    def visit(o):
+        add(o)
+        return advance
+
+    op.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return out[1:]
 
 
 def walk_ops(op):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from costmodel.ir import ir, walk_ops
+from costmodel.ir import ir, nested_ops
 
 PARTITIONED_ATTR = "costmodel.partitioned"
 
@@ -109,7 +109,7 @@ def find_unpartitioned_sharding(module) -> Unpartitioned | None:
     """The first sign that `module` is a sharded program not yet partitioned, or None."""
     if is_marked_partitioned(module):
         return None
-    ops = list(walk_ops(module))
+    ops = nested_ops(module)
     if any(op.name in _SDY_COLLECTIVES for op in ops):
         return None
     for op in ops:

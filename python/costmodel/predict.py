@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from .hardware import SpecError
-from .ir import DiagnosticEngine, InputError, ir, load_module, make_context, walk_ops
+from .ir import DiagnosticEngine, InputError, ir, load_module, make_context, nested_ops
 
 SCHEMA = "costmodel.predict/1"
 
@@ -192,7 +192,7 @@ def _matrix_dtype(module) -> str:
     from .shapes import type_info
 
     counts: dict[str, int] = {}
-    for op in walk_ops(module):
+    for op in nested_ops(module):
         if op.name in ("stablehlo.dot_general", "stablehlo.convolution", "stablehlo.dot"):
             dt = type_info(op.operands[0].type).dtype
             counts[dt] = counts.get(dt, 0) + 1
@@ -341,7 +341,8 @@ def _predict(
                     if trace_dir:
                         report = simulate_dir(result.directory, system=spec, record=True)
                     else:
-                        report = simulate_graphs(result.graphs.nodes, result.graphs.comm_groups, spec, loops=result.graphs.loops)
+                        g = result.graphs
+                        report = simulate_graphs(g.nodes, g.comm_groups, spec, loops=g.loops, symmetric=g.symmetric)
                     if trace_dir:
                         from .outputs import write_file
                         from .perfetto import chrome_trace_bytes

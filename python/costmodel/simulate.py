@@ -478,17 +478,31 @@ class _RankState:
             self.pending[n.id] = len(deps)
 
 
+class _NotSymmetric(Exception):
+    """The one-rank simulation of a symmetric program met a case it cannot stand for."""
+
+
 def simulate(
     ranks: list[list[SimNode]],
     comm_time: Callable,
     *,
     record: bool = False,
+    replicas: int = 0,
 ) -> SimReport:
-    """Run the per-rank graphs; `comm_time(kind, size, group) -> ns` prices communication."""
+    """Run the per-rank graphs; `comm_time(kind, size, group) -> ns` prices communication.
+
+    Events at the same time are handled in the order (time, rank, node id), whatever
+    order they were scheduled in: a rank's timeline then depends only on when its own
+    events happen. `replicas=N` (with one graph in `ranks`): the program is symmetric,
+    N ranks run this same graph and every collective's members issue it together, so
+    one rank is simulated and its result stands for all N (see `symmetric_ranks`; a
+    collective that takes no time would complete at another rank's turn in the full
+    run, so it raises _NotSymmetric and the caller simulates every rank)."""
+    if replicas and (len(ranks) != 1 or record):
+        raise ValueError("simulate: replicas needs exactly one graph and no records")
     num_ranks = len(ranks)
     states = [_RankState(r, nodes) for r, nodes in enumerate(ranks)]
-    events: list = []  # (time, seq, callback tag, args)
-    seq = 0
+    events: list = []  # (time, rank, node id, callback tag, args): one event per node
     records: list | None = [] if record else None
     collectives: dict[tuple, dict] = {}  # (group, index) -> {rank: issue time}
     coll_count = 0
@@ -496,10 +510,8 @@ def simulate(
     messages: dict[tuple, list] = {}  # (src, dst, tag, size) -> [arrival times] not yet received
     posted: dict[tuple, list] = {}  # (src, dst, tag, size) -> [(rank, node id, post time)]
 
-    def push(t, kind, *args):
-        nonlocal seq
-        seq += 1
-        heapq.heappush(events, (t, seq, kind, args))
+    def push(t, kind, rank, nid, t_start):
+        heapq.heappush(events, (t, rank, nid, kind, t_start))
 
     def finish_node(st: _RankState, node: SimNode, t: int):
         st.done += 1
@@ -567,7 +579,7 @@ def simulate(
                     records.append((st.rank, "comm", node.name, t, arrival, {"dst": node.dst, "bytes": node.comm_size}))
                 push(arrival, "comm_done", st.rank, nid, t)
             elif node.comm_kind == "collective_broadcast":
-                coll_count += 1
+                coll_count += replicas or 1  # every member counts its own
                 if records is not None:
                     records.append((st.rank, "comm", node.name, t, t + node.duration_ns, {"bytes": node.comm_size}))
                 push(t + node.duration_ns, "comm_done", st.rank, nid, t)
@@ -589,10 +601,12 @@ def simulate(
                 inst["arrivals"][st.rank] = t
                 inst["nodes"][st.rank] = nid
                 st.waiting[nid] = f"{node.comm_kind} #{k} of group {list(group)}"
-                if len(inst["arrivals"]) == len(group):
-                    coll_count += 1
+                if replicas or len(inst["arrivals"]) == len(group):
+                    coll_count += replicas // len(group) if replicas else 1  # once per group
                     start = max(inst["arrivals"].values())
                     dur = int(round(comm_time(node.comm_kind, node.comm_size, group)))
+                    if replicas and dur == 0:
+                        raise _NotSymmetric(f"{node.comm_kind} #{k} takes no time")
                     for r, rid in inst["nodes"].items():
                         states[r].waiting.pop(rid, None)
                         if records is not None:
@@ -617,13 +631,12 @@ def simulate(
     bar = progress(None, total=sum(len(st.nodes) for st in states), desc="simulate", unit="node", min_total=200_000)
     tick = 0
     while events:
-        t, _, kind, args = heapq.heappop(events)
+        t, rank, nid, kind, t_start = heapq.heappop(events)
         if bar is not None:
             tick += 1
             if tick == 4096:
                 bar.update(tick)
                 tick = 0
-        rank, nid, t_start = args
         st = states[rank]
         node = st.nodes[nid]
         if kind == "comp_done":
@@ -647,7 +660,7 @@ def simulate(
         )
     results = [
         RankResult(
-            rank=st.rank,
+            rank=rank,
             finish_ns=st.finish,
             compute_ns=st.compute,
             exposed_comm_ns=st.finish - st.compute,
@@ -655,6 +668,7 @@ def simulate(
             nodes=len(st.nodes),
         )
         for st in states
+        for rank in (range(replicas) if replicas else (st.rank,))
     ]
     step = max((r.finish_ns for r in results), default=0)
     per_rank = max((sum(1 for n in nodes if n.type == COLL) for nodes in ranks), default=0)
@@ -702,7 +716,7 @@ def _metrics(rep: SimReport) -> list[int]:
 
 
 def simulate_loops(
-    ranks: list[list[SimNode]], loops: list[list], comm_time: Callable, *, record: bool = False
+    ranks: list[list[SimNode]], loops: list[list], comm_time: Callable, *, record: bool = False, replicas: int = 0
 ) -> SimReport:
     """Simulate per-rank graphs whose long loops are compact (`loops[r]`: RankLoops of
     rank r; every rank with loops has the same ones, in the same order).
@@ -719,7 +733,7 @@ def simulate_loops(
     simulated in full when small enough, else extrapolated from its last increment with
     a note saying so."""
     if not any(loops):
-        return simulate(ranks, comm_time, record=record)
+        return simulate(ranks, comm_time, record=record, replicas=replicas)
     ref = max(loops, key=len)
     n = len(ref)
     if any(rl and len(rl) != n for rl in loops):
@@ -727,7 +741,7 @@ def simulate_loops(
 
     def run(counts, rec=False):
         graphs = [expand_simnodes(nodes, rl, counts) if rl else nodes for nodes, rl in zip(ranks, loops)]
-        return simulate(graphs, comm_time, record=rec)
+        return simulate(graphs, comm_time, record=rec, replicas=replicas)
 
     base_counts = [lp.held for lp in ref]
     base = run(base_counts, record)
@@ -781,7 +795,7 @@ def simulate_loops(
         records=base.records,
         collectives_per_rank=total[2],
     )
-    for r in range(len(ranks)):
+    for r in range(len(base.ranks)):
         finish, compute, busy, nodes = total[3 + 4 * r: 7 + 4 * r]
         report.ranks.append(RankResult(r, finish, compute, finish - compute, busy, nodes))
     report.step_time_ns = max((r.finish_ns for r in report.ranks), default=0)
@@ -795,18 +809,35 @@ def expanded_count_sim(nodes, rank_loops, i, trips) -> int:
     return len(nodes) + (trips - rank_loops[i].held) * rank_loops[i].per
 
 
-def simulate_graphs(rank_nodes: list, groups: dict, system, *, record: bool = False, loops=None) -> SimReport:
+def simulate_graphs(
+    rank_nodes: list, groups: dict, system, *, record: bool = False, loops=None, symmetric: bool = False
+) -> SimReport:
     """Simulate Chakra graphs held in memory (the exporter's `RankGraphs.nodes` and
-    `comm_groups`), exactly as `simulate_dir` would once they are written and read back."""
+    `comm_groups`), exactly as `simulate_dir` would once they are written and read back.
+
+    `symmetric` (`RankGraphs.symmetric`): every rank runs the same graph, each collective's
+    groups split the ranks evenly and cost the same, and nothing is point to point; every
+    rank's timeline is then rank 0's, so rank 0 alone is simulated (the same report, as
+    the tie rule of `simulate` makes a rank's timeline depend on its own events only)."""
     from .chakra.export import _system_texts
 
     system_json = json.loads(_system_texts(system)["system.json"])
     roofline = _roofline(system_json)
     groups = {str(k): [int(r) for r in v] for k, v in groups.items()}
-    ranks = [convert_nodes(nodes, rank, len(rank_nodes), groups, roofline) for rank, nodes in enumerate(rank_nodes)]
+    comm_time = comm_time_for_system(system)
+    n = len(rank_nodes)
+    if symmetric and n > 1 and not record:
+        one = [convert_nodes(rank_nodes[0], 0, n, groups, roofline)]
+        try:
+            if loops and any(loops):
+                return simulate_loops(one, loops[:1], comm_time, replicas=n)
+            return simulate(one, comm_time, replicas=n)
+        except _NotSymmetric:
+            pass  # every rank, below
+    ranks = [convert_nodes(nodes, rank, n, groups, roofline) for rank, nodes in enumerate(rank_nodes)]
     if loops and any(loops):
-        return simulate_loops(ranks, loops, comm_time_for_system(system), record=record)
-    return simulate(ranks, comm_time_for_system(system), record=record)
+        return simulate_loops(ranks, loops, comm_time, record=record)
+    return simulate(ranks, comm_time, record=record)
 
 
 def simulate_dir(

@@ -745,9 +745,9 @@ def build_template(
     cum = _round_durations(nodes, builder.loops, builder.warnings)
     plan = None
     if record and builder.retimable and not builder.loops:  # compact loops: periodicity depends on the times
-        from ..ir import walk_ops
+        from ..ir import nested_ops
 
-        pos = {op: i for i, op in enumerate(walk_ops(module))}
+        pos = {op: i for i, op in enumerate(nested_ops(module))}
         plan = RetimePlan(
             [(pos[op], positive) for op, positive in builder.checks],
             {idx: [pos[op] for op in ops] for idx, ops in builder.contrib.items()},
@@ -775,9 +775,9 @@ def retime_template(template: TemplateGraph, module: ir.Operation) -> TemplateGr
     plan = template.retime
     if plan is None:
         return None
-    from ..ir import walk_ops
+    from ..ir import nested_ops
 
-    ops = list(walk_ops(module))
+    ops = nested_ops(module)
     reader = _Builder.__new__(_Builder)  # only its cost() and cost cache
     reader._cost_cache = {}
     cache: dict[int, float] = {}
@@ -901,6 +901,8 @@ class RankGraphs:
     node_counts: list[dict[str, int]]  # per rank, every iteration counted
     compute_us: list[int]
     loops: list[list] = dataclasses.field(default_factory=list)  # per rank: chakra.loops.RankLoop
+    # every rank's timeline is the same (`symmetric_ranks`): simulate_graphs runs rank 0 only
+    symmetric: bool = False
 
     def expanded_nodes(self, rank: int) -> int:
         from .loops import expanded_count
@@ -910,6 +912,33 @@ class RankGraphs:
 
 def _group_full(group, n: int) -> bool:
     return len(group) == n and sorted(group) == list(range(n))
+
+
+def symmetric_ranks(template: TemplateGraph, num_ranks: int, active_ranks: int, priced: Callable) -> bool:
+    """Whether every rank runs the same timeline: all ranks active, nothing point to
+    point, and each collective either skipped by every rank (groups of one) or split
+    into groups of one size that cover every rank once and cost the same
+    (`priced(kind, bytes, group)`). Rank r's graph then differs from rank 0's at most in
+    the names of its groups, its collectives start when it issues them (its peers
+    issue them at the same time) and take as long as rank 0's."""
+    if num_ranks < 2 or active_ranks != num_ranks:
+        return False
+    for tn in template.nodes:
+        if tn.kind == "comp":
+            continue
+        if tn.kind != "coll":
+            return False
+        groups = [g for g in tn.groups or () if len(g) > 1]
+        if not groups:
+            continue  # no rank takes part
+        size = len(groups[0])
+        if any(len(g) != size for g in groups) or size * len(groups) != num_ranks:
+            return False
+        if len({r for g in groups for r in g}) != num_ranks:
+            return False
+        if len({priced(tn.comm_kind, tn.comm_bytes, g) for g in groups}) != 1:
+            return False
+    return True
 
 
 def instantiate(
@@ -957,7 +986,19 @@ def instantiate(
     protos: dict = {}  # template node (and group) -> its node without id and deps
     from ..progress import progress
 
+    symmetric = symmetric_ranks(template, num_ranks, active_ranks, priced)
+    # symmetric with every group the whole system: each rank's node list is rank 0's
+    shared = symmetric and all(
+        tn.kind == "comp" or all(len(g) < 2 or _group_full(g, num_ranks) for g in tn.groups or ()) for tn in tnodes
+    )
     for rank in progress(range(num_ranks), total=num_ranks, desc="chakra: rank graphs", unit="rank"):
+        if shared and rank > 0:  # the same (unmutated) nodes, loops and totals as rank 0
+            all_nodes.append(all_nodes[0])
+            all_loops.append(all_loops[0])
+            comm_totals.append(comm_totals[0])
+            counts.append(dict(counts[0]))
+            compute_us.append(compute_us[0])
+            continue
         idmap: list = [()] * len(tnodes)
         out: list[pb.Node] = []
         last_comp = last_comm = None
@@ -1108,7 +1149,7 @@ def instantiate(
         counts.append(c)
         compute_us.append(us_sum)
     groups = {gid: list(g) for g, gid in group_ids.items()}
-    return RankGraphs(all_nodes, groups, comm_totals, counts, compute_us, all_loops)
+    return RankGraphs(all_nodes, groups, comm_totals, counts, compute_us, all_loops, symmetric)
 
 
 # ---------------------------------------------------------------------------
@@ -1549,7 +1590,8 @@ def run_from_pass(module: ir.Operation, system, options: dict, session) -> Expor
 
         # The graphs just written are still in memory: simulate them as `costmodel
         # simulate DIR` would read them back (tested equal), without the round trip.
-        report = simulate_graphs(result.graphs.nodes, result.graphs.comm_groups, system, loops=result.graphs.loops)
+        report = simulate_graphs(result.graphs.nodes, result.graphs.comm_groups, system, loops=result.graphs.loops,
+                                 symmetric=result.graphs.symmetric)
         report.directory = result.directory
         session.messages.append("simulate: " + report.one_line())
     return result
