@@ -268,6 +268,7 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
         diags.warning(call_op.location, f"recursive call to @{callee}: its collectives are counted once")
 
     per_kind: dict[str, dict] = {}
+    groups_cache: dict = {}  # decode_collective: one per distinct replica_groups attribute
     failed = False
     ops = 0
     unsupported = 0
@@ -275,7 +276,7 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
         for op, mult in find_collectives(module, on_unknown_trip_count=unknown_trip, on_recursion=recursion):
             ops += 1
             try:
-                info = decode_collective(op, R, P, meshes=meshes)
+                info = decode_collective(op, R, P, meshes=meshes, cache=groups_cache)
             except CollectiveError as err:
                 msg = str(err)
                 if msg.startswith("dynamic shapes"):

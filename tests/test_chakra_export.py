@@ -597,3 +597,39 @@ def test_symmetric_compact_loop_simulates_like_every_rank():
     one = simulate_graphs(g.nodes, g.comm_groups, system, loops=g.loops, symmetric=True)
     assert one == full
     assert full.collectives == 4 * 1_000_000_000 // 4  # one all_reduce of one group per trip
+
+
+@pytest.mark.parametrize("source", ["OVERLAP", "GROUPED", "examples/transformer_train_2x4.mlir"])
+def test_symmetric_instantiation_writes_the_same_files(source, tmp_path, monkeypatch):
+    """Symmetric ranks share rank 0's node objects (a collective of another group gets its
+    own) and are encoded once: every file is byte for byte what the per-rank build writes."""
+    import costmodel.chakra.export as export_mod
+    from costmodel.ir import DiagnosticEngine, load_module, make_context
+    from costmodel.passes import PassSession, get_pass, parse_options
+    from costmodel.passes.annotate_cost import annotate_module
+
+    if source == "GROUPED":
+        text = _grouped("[[0, 1], [2, 3]]", "tensor<2x2xi64>")
+    elif source.endswith(".mlir"):
+        text = open(os.path.join(os.path.dirname(HERE), source)).read()
+    else:
+        text = globals()[source]
+    system = _system("dgx-h100" if "2x4" in source else "a100-40gb-x4")
+    with make_context() as ctx:
+        module = load_module(ctx, text, source)
+        session = PassSession(DiagnosticEngine(source))
+        if source.endswith(".mlir"):
+            prop = get_pass("propagate-shardings")
+            prop.run(module, parse_options(prop, ""), session)
+        annotate_module(module, session.diagnostics, hardware="h100-sxm")
+        fast = export_module(module, system, str(tmp_path / "fast"))
+        monkeypatch.setattr(export_mod, "symmetric_ranks", lambda *args: False)
+        slow = export_module(module, system, str(tmp_path / "slow"))
+    assert fast.graphs.symmetric and not slow.graphs.symmetric
+    names = sorted(os.listdir(tmp_path / "fast"))
+    assert names == sorted(os.listdir(tmp_path / "slow")) and any(n.endswith(".et") for n in names)
+    for name in names:
+        want = (tmp_path / "slow" / name).read_bytes()
+        if name == "manifest.json":  # the directory's own path differs
+            want = want.replace(b"/slow", b"/fast")
+        assert (tmp_path / "fast" / name).read_bytes() == want, name

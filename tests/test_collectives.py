@@ -171,6 +171,34 @@ def test_every_mode_on_ops_2_replicas_x_4_partitions():
     assert infos[0].group_size == 2 and infos[0].num_groups == 4
 
 
+def test_decode_cache_gives_the_same_infos_with_lists_of_their_own():
+    """decode_collective(cache=): the groups of each distinct attribute are worked out once
+    per mode; the infos equal the uncached ones, and each owns its lists (changing one
+    info's groups or pairs changes no other)."""
+    import dataclasses
+
+    body = f"""
+    %0 = "stablehlo.all_reduce"(%arg0) <{{replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>}}> {ADD} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %1 = "stablehlo.all_reduce"(%0) <{{replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>}}> {ADD} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %2 = "stablehlo.all_reduce"(%1) <{{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>}}> {ADD} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %3 = "stablehlo.collective_permute"(%2) <{{source_target_pairs = dense<[[0, 1], [1, 0]]> : tensor<2x2xi64>}}> : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %4 = "stablehlo.collective_permute"(%3) <{{source_target_pairs = dense<[[0, 1], [1, 0]]> : tensor<2x2xi64>}}> : (tensor<8x4xf32>) -> tensor<8x4xf32>"""
+    module = load(module_with(body, 2, 4))
+    ops = [op for op, _ in find_collectives(module)]
+    cache: dict = {}
+    with module.context:
+        cached = [decode_collective(op, 2, 4, cache=cache) for op in ops]
+        plain = [decode_collective(op, 2, 4) for op in ops]
+    assert [dataclasses.asdict(i) for i in cached] == [dataclasses.asdict(i) for i in plain]
+    assert len(cache) == 3  # one attribute in two modes, one pairs attribute
+    assert cached[0].groups == [[0, 4], [1, 5], [2, 6], [3, 7]]  # cross-replica
+    assert cached[2].groups == [[0, 4, 1, 5, 2, 6, 3, 7]]  # the same attribute, cross-replica-and-partition
+    cached[0].groups[0].append(99)
+    cached[3].pairs.append((7, 7))
+    assert cached[1].groups == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert cached[4].pairs == plain[4].pairs
+
+
 def test_padded_groups_async_send_recv_broadcast():
     text = open(os.path.join(DATA, "misc_forms.mlir")).read()
     infos = decode_all(load(text))

@@ -458,8 +458,15 @@ def _tensor_bytes(values) -> int:
     return total
 
 
-def decode_collective(op, num_replicas: int = 1, num_partitions: int = 1, *, meshes: dict | None = None) -> CollectiveInfo:
-    """Kind, bytes and global device groups of one collective op. Raises CollectiveError."""
+def decode_collective(
+    op, num_replicas: int = 1, num_partitions: int = 1, *, meshes: dict | None = None, cache: dict | None = None
+) -> CollectiveInfo:
+    """Kind, bytes and global device groups of one collective op. Raises CollectiveError.
+
+    `cache`: a dict the caller keeps for one module (one pass over its collectives): the
+    groups of a dense `replica_groups` or `source_target_pairs` attribute (uniqued, so
+    one object per distinct value) are worked out once per attribute, mode and grid;
+    each info gets its own copy of the lists."""
     op = op.operation if hasattr(op, "operation") else op
     kind = collective_kind(op)
     if kind is None:
@@ -489,9 +496,15 @@ def decode_collective(op, num_replicas: int = 1, num_partitions: int = 1, *, mes
 
     if kind == "collective_permute":
         mode = choose_mode(kind, cid, False)
-        raw = _dense_rows(op.attributes["source_target_pairs"], "source_target_pairs")
+        stp = op.attributes["source_target_pairs"]
+        key = ("pairs", stp, mode, R, P)
+        pairs = cache.get(key) if cache is not None else None
+        if pairs is None:
+            pairs = permute_pairs(_dense_rows(stp, "source_target_pairs"), mode, R, P)
+            if cache is not None:
+                cache[key] = pairs
         info.mode = mode
-        info.pairs = permute_pairs(raw, mode, R, P)
+        info.pairs = list(pairs)
         info.groups = [[s, t] for s, t in info.pairs]
         return info
 
@@ -504,9 +517,15 @@ def decode_collective(op, num_replicas: int = 1, num_partitions: int = 1, *, mes
         # with them); under another mode they index that mode's id space.
         info.groups = process_groups(groups, mode, R, P)
     else:
-        raw = _dense_rows(rg, "replica_groups") if rg is not None else []
+        key = ("groups", rg, mode, R, P)
+        groups = cache.get(key) if cache is not None else None
+        if groups is None:
+            raw = _dense_rows(rg, "replica_groups") if rg is not None else []
+            groups = process_groups(raw, mode, R, P)
+            if cache is not None:
+                cache[key] = groups
         info.mode = mode
-        info.groups = process_groups(raw, mode, R, P)
+        info.groups = [list(g) for g in groups]
     # comm_bytes: ASTRA-sim comm_size meaning; every kind here uses the per-rank input.
     info.comm_bytes = bytes_in
     return info

@@ -709,9 +709,10 @@ def _default_decoder(module):
     from ..collectives import decode_collective, sdy_meshes
 
     meshes = sdy_meshes(module)
+    groups_cache: dict = {}
 
     def decode(op, num_replicas, num_partitions):
-        return decode_collective(op, num_replicas, num_partitions, meshes=meshes)
+        return decode_collective(op, num_replicas, num_partitions, meshes=meshes, cache=groups_cache)
 
     return decode
 
@@ -901,13 +902,26 @@ class RankGraphs:
     node_counts: list[dict[str, int]]  # per rank, every iteration counted
     compute_us: list[int]
     loops: list[list] = dataclasses.field(default_factory=list)  # per rank: chakra.loops.RankLoop
-    # every rank's timeline is the same (`symmetric_ranks`): simulate_graphs runs rank 0 only
+    # every rank runs rank 0's timeline (`symmetric_ranks`): simulate_graphs runs rank 0 only;
+    # the ranks then share rank 0's node objects (a collective of another group excepted)
     symmetric: bool = False
 
     def expanded_nodes(self, rank: int) -> int:
         from .loops import expanded_count
 
         return expanded_count(len(self.nodes[rank]), self.loops[rank] if self.loops else [])
+
+
+def _comp_node(tn) -> pb.Node:
+    """A template compute node's Chakra node, without id and dependencies."""
+    node = pb.Node(name=tn.name, type=pb.COMP_NODE, duration_micros=tn.duration_us)
+    _attr(node, "is_cpu_op", bool_val=False)
+    _attr(node, "num_ops", int64_val=max(1, tn.flops))
+    _attr(node, "tensor_size", int64_val=max(1, tn.nbytes))
+    _attr(node, "op_count", int64_val=tn.op_count)
+    if tn.kernel_count:
+        _attr(node, "kernel_count", int64_val=tn.kernel_count)
+    return node
 
 
 def _group_full(group, n: int) -> bool:
@@ -986,14 +1000,44 @@ def instantiate(
     protos: dict = {}  # template node (and group) -> its node without id and deps
     from ..progress import progress
 
+    def coll_proto(tn, g, t_ns):
+        key = (tn.idx, id(g))  # every member of a group shares its list `g`
+        proto = protos.get(key)
+        if proto is None:
+            proto = pb.Node(name=tn.name, type=COLL)
+            if tn.comm_kind == "collective_broadcast":
+                proto.duration_micros = math.floor(t_ns / 1000.0 + 0.5)
+            _attr(proto, "is_cpu_op", bool_val=False)
+            _attr(proto, "comm_type", int64_val=COMM_TYPE_OF_KIND[tn.comm_kind])
+            _attr(proto, "comm_size", int64_val=tn.comm_bytes)
+            if not _group_full(g, num_ranks):
+                _attr(proto, "pg_name", string_val=group_ids[tuple(g)])
+            protos[key] = proto
+        return proto
+
     symmetric = symmetric_ranks(template, num_ranks, active_ranks, priced)
-    # symmetric with every group the whole system: each rank's node list is rank 0's
-    shared = symmetric and all(
-        tn.kind == "comp" or all(len(g) < 2 or _group_full(g, num_ranks) for g in tn.groups or ()) for tn in tnodes
-    )
+    coll_at: list[tuple[int, int]] = []  # rank 0: (node id, template index) of its collectives
     for rank in progress(range(num_ranks), total=num_ranks, desc="chakra: rank graphs", unit="rank"):
-        if shared and rank > 0:  # the same (unmutated) nodes, loops and totals as rank 0
-            all_nodes.append(all_nodes[0])
+        if symmetric and rank > 0:
+            # rank 0's nodes (not mutated later: shared), but a collective of another
+            # group than rank 0's gets its own node (its pg_name); ids, dependencies,
+            # loops and totals are rank 0's (symmetric_ranks)
+            out = all_nodes[0]
+            for pos, tidx in coll_at:
+                m = membership[tidx]
+                g = m.get(rank)
+                if g is m.get(0):
+                    continue
+                if out is all_nodes[0]:
+                    out = list(out)
+                n0 = out[pos]
+                n = pb.Node()
+                n.CopyFrom(coll_proto(tnodes[tidx], g, priced(tnodes[tidx].comm_kind, tnodes[tidx].comm_bytes, g)))
+                n.id = n0.id
+                n.data_deps.extend(n0.data_deps)
+                n.ctrl_deps.extend(n0.ctrl_deps)
+                out[pos] = n
+            all_nodes.append(out)
             all_loops.append(all_loops[0])
             comm_totals.append(comm_totals[0])
             counts.append(dict(counts[0]))
@@ -1032,18 +1076,14 @@ def instantiate(
             comm_before = comm_ns
             deps = resolve(tn.deps)
             if tn.kind == "comp":
-                proto = protos.get(tn.idx)
-                if proto is None:  # the same on every rank: built once, copied (C) per rank
-                    proto = pb.Node(name=tn.name, type=COMP, duration_micros=tn.duration_us)
-                    _attr(proto, "is_cpu_op", bool_val=False)
-                    _attr(proto, "num_ops", int64_val=max(1, tn.flops))
-                    _attr(proto, "tensor_size", int64_val=max(1, tn.nbytes))
-                    _attr(proto, "op_count", int64_val=tn.op_count)
-                    if tn.kernel_count:
-                        _attr(proto, "kernel_count", int64_val=tn.kernel_count)
-                    protos[tn.idx] = proto
-                n = pb.Node()
-                n.CopyFrom(proto)
+                if symmetric:  # built for rank 0 alone: the other ranks share its nodes
+                    n = _comp_node(tn)
+                else:
+                    proto = protos.get(tn.idx)
+                    if proto is None:  # the same on every rank: built once, copied (C) per rank
+                        proto = protos[tn.idx] = _comp_node(tn)
+                    n = pb.Node()
+                    n.CopyFrom(proto)
                 n.id = len(out)
                 n.data_deps.extend(deps)
                 if last_comp is not None and last_comp not in deps:
@@ -1062,22 +1102,12 @@ def instantiate(
                     continue
                 t_ns = priced(tn.comm_kind, tn.comm_bytes, g)
                 comm_ns += t_ns
-                key = (tn.idx, id(g))  # every member of a group shares its list `g`
-                proto = protos.get(key)
-                if proto is None:
-                    proto = pb.Node(name=tn.name, type=COLL)
-                    if tn.comm_kind == "collective_broadcast":
-                        proto.duration_micros = math.floor(t_ns / 1000.0 + 0.5)
-                    _attr(proto, "is_cpu_op", bool_val=False)
-                    _attr(proto, "comm_type", int64_val=COMM_TYPE_OF_KIND[tn.comm_kind])
-                    _attr(proto, "comm_size", int64_val=tn.comm_bytes)
-                    if not _group_full(g, num_ranks):
-                        _attr(proto, "pg_name", string_val=group_ids[tuple(g)])
-                    protos[key] = proto
                 n = pb.Node()
-                n.CopyFrom(proto)
+                n.CopyFrom(coll_proto(tn, g, t_ns))
                 n.id = len(out)
                 created.append(n)
+                if symmetric:
+                    coll_at.append((n.id, tn.idx))
             else:
                 pairs = tn.pairs or []
                 sends = [p for p in pairs if p[0] == rank and p[0] != p[1]] if tn.comm_kind != "recv" else []
@@ -1345,6 +1375,7 @@ def _export(module, template, system, directory, prefix, granularity, diags, dec
             )
     from ..progress import progress
 
+    encoded: dict = {}  # encode_trace: the nodes that symmetric ranks share, encoded once
     for rank, nodes in progress(
         enumerate(graphs.nodes), total=num_ranks, desc="chakra: encoding", unit="rank"
     ):
@@ -1363,7 +1394,7 @@ def _export(module, template, system, directory, prefix, granularity, diags, dec
             entry["loops"] = [lp.to_dict() for lp in rank_loops]
             files[name] = _streamed_trace(meta, nodes, rank_loops, entry)
         elif write:
-            files[name] = encode_trace(meta, nodes)
+            files[name] = encode_trace(meta, nodes, encoded if graphs.symmetric else None)
         ranks_meta.append(entry)
     files[COMM_GROUP_FILE] = (json.dumps(graphs.comm_groups, indent=2) + "\n").encode()
     for name, text in system_files.items():

@@ -96,11 +96,28 @@ def make_metadata(attrs: dict | None = None) -> pb.GlobalMetadata:
     return meta
 
 
-def encode_trace(metadata: pb.GlobalMetadata, nodes: Iterable[pb.Node]) -> bytes:
+def encode_trace(metadata: pb.GlobalMetadata, nodes: Iterable[pb.Node], cache: dict | None = None) -> bytes:
+    """The `.et` bytes. `cache` (a dict the caller keeps while every node it encodes is
+    alive; it is keyed by object identity): node objects and node lists that several
+    ranks share are encoded once."""
     buf = io.BytesIO()
     write_message(buf, metadata)
-    for node in nodes:
-        write_message(buf, node)
+    if cache is None:
+        for node in nodes:
+            write_message(buf, node)
+        return buf.getvalue()
+    key = ("list", id(nodes))
+    body = cache.get(key)
+    if body is None:
+        parts = []
+        for node in nodes:
+            framed = cache.get(id(node))
+            if framed is None:
+                data = node.SerializeToString()
+                framed = cache[id(node)] = encode_varint(len(data)) + data
+            parts.append(framed)
+        body = cache[key] = b"".join(parts)
+    buf.write(body)
     return buf.getvalue()
 
 

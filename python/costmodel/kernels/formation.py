@@ -1307,10 +1307,12 @@ class _Formation:
             except Exception:
                 continue
             cands = []
+            seen: set = set()  # (a value read by every op of a long chain has as many readers)
             for u in js:
                 hs = self.resolve(self.homes[u]) if self.absorbed[u] else [g.find(u)]
                 for h in hs:
-                    if h not in cands:
+                    if h not in seen:
+                        seen.add(h)
                         cands.append(h)
             if len(cands) > 1:
                 self.fuse_siblings(cands)
