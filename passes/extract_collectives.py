@@ -269,6 +269,7 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
 
     per_kind: dict[str, dict] = {}
     groups_cache: dict = {}  # decode_collective: one per distinct replica_groups attribute
+    decoded: dict = {}  # op -> (R, P, info): the Chakra exporter reuses them
     failed = False
     ops = 0
     unsupported = 0
@@ -293,6 +294,8 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
                 )
             t, alg = timer.op_time(info)
             op.attributes[COLLECTIVE_ATTR] = _collective_attr(info, alg, t, mult)
+            if options["chakra"]:
+                decoded[op] = (R, P, info)  # (keyed with its final attributes)
             k = per_kind.setdefault(info.kind, {"count": 0, "bytes": 0, "time_ns": 0.0})
             k["count"] += mult
             k["bytes"] += info.comm_bytes * mult
@@ -315,7 +318,7 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
     if options["chakra"]:
         from costmodel.chakra.export import run_from_pass
 
-        run_from_pass(module, system, options, session)
+        run_from_pass(module, system, options, session, decoded)
 
 
 INFO = register_pass(

@@ -633,3 +633,26 @@ def test_symmetric_instantiation_writes_the_same_files(source, tmp_path, monkeyp
         if name == "manifest.json":  # the directory's own path differs
             want = want.replace(b"/slow", b"/fast")
         assert (tmp_path / "fast" / name).read_bytes() == want, name
+
+
+def test_extract_collectives_hands_its_decoded_collectives_to_the_exporter(tmp_path, capsys, monkeypatch):
+    """--extract-collectives (chakra=true) decodes each collective once: the exporter
+    reuses its CollectiveInfo, and writes the trace a standalone export-chakra (which
+    decodes on its own) writes of the same module."""
+    import costmodel.collectives as coll
+
+    calls = []
+    real = coll.decode_collective
+    monkeypatch.setattr(coll, "decode_collective", lambda *a, **k: calls.append(1) or real(*a, **k))
+    src = tmp_path / "g.mlir"
+    src.write_text(GROUPS)
+    _opt([str(src), "--annotate-cost=hardware=a100-40gb",
+          f"--extract-collectives=system=a100-40gb-x4 chakra-dir={tmp_path / 'one'}", "-o", str(tmp_path / "x.mlir")],
+         capsys)
+    assert len(calls) == 2  # the all_gather and the collective_permute, once each
+    _opt([str(tmp_path / "x.mlir"), f"--export-chakra=system=a100-40gb-x4 chakra-dir={tmp_path / 'two'}",
+          "-o", str(tmp_path / "y.mlir")], capsys)
+    assert len(calls) == 4
+    for name in sorted(os.listdir(tmp_path / "one")):
+        if name.endswith(".et") or name == "comm_group.json":
+            assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes(), name

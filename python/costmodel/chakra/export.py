@@ -705,13 +705,21 @@ def summary_total_ns(module: ir.Operation) -> float | None:
     return ir.FloatAttr(d["total_time_ns"]).value
 
 
-def _default_decoder(module):
+def _default_decoder(module, decoded: dict | None = None):
+    """decode_collective for the builder. `decoded`: what extract-collectives decoded in
+    this run, op -> (num_replicas, num_partitions, info), keyed once the op's attributes
+    were final (an ir.Operation's hash follows its attributes): reused instead of
+    decoded again."""
     from ..collectives import decode_collective, sdy_meshes
 
     meshes = sdy_meshes(module)
     groups_cache: dict = {}
+    known = decoded or {}
 
     def decode(op, num_replicas, num_partitions):
+        hit = known.get(op)
+        if hit is not None and hit[0] == num_replicas and hit[1] == num_partitions:
+            return hit[2]
         return decode_collective(op, num_replicas, num_partitions, meshes=meshes, cache=groups_cache)
 
     return decode
@@ -1000,7 +1008,7 @@ def instantiate(
     protos: dict = {}  # template node (and group) -> its node without id and deps
     from ..progress import progress
 
-    def coll_proto(tn, g, t_ns):
+    def coll_proto(tn, g, t_ns, keep: bool = True):
         key = (tn.idx, id(g))  # every member of a group shares its list `g`
         proto = protos.get(key)
         if proto is None:
@@ -1012,16 +1020,19 @@ def instantiate(
             _attr(proto, "comm_size", int64_val=tn.comm_bytes)
             if not _group_full(g, num_ranks):
                 _attr(proto, "pg_name", string_val=group_ids[tuple(g)])
-            protos[key] = proto
+            if keep:
+                protos[key] = proto
         return proto
 
     symmetric = symmetric_ranks(template, num_ranks, active_ranks, priced)
     coll_at: list[tuple[int, int]] = []  # rank 0: (node id, template index) of its collectives
+    group_nodes: dict = {}  # symmetric: (node id, group) -> the node every member of the group shares
     for rank in progress(range(num_ranks), total=num_ranks, desc="chakra: rank graphs", unit="rank"):
         if symmetric and rank > 0:
             # rank 0's nodes (not mutated later: shared), but a collective of another
-            # group than rank 0's gets its own node (its pg_name); ids, dependencies,
-            # loops and totals are rank 0's (symmetric_ranks)
+            # group than rank 0's gets the node of its group (its pg_name), which the
+            # group's members share; ids, dependencies, loops and totals are rank 0's
+            # (symmetric_ranks)
             out = all_nodes[0]
             for pos, tidx in coll_at:
                 m = membership[tidx]
@@ -1030,12 +1041,14 @@ def instantiate(
                     continue
                 if out is all_nodes[0]:
                     out = list(out)
-                n0 = out[pos]
-                n = pb.Node()
-                n.CopyFrom(coll_proto(tnodes[tidx], g, priced(tnodes[tidx].comm_kind, tnodes[tidx].comm_bytes, g)))
-                n.id = n0.id
-                n.data_deps.extend(n0.data_deps)
-                n.ctrl_deps.extend(n0.ctrl_deps)
+                n = group_nodes.get((pos, id(g)))
+                if n is None:
+                    tn, n0 = tnodes[tidx], out[pos]
+                    n = group_nodes[(pos, id(g))] = pb.Node()
+                    n.CopyFrom(coll_proto(tn, g, priced(tn.comm_kind, tn.comm_bytes, g), keep=False))
+                    n.id = n0.id
+                    n.data_deps.extend(n0.data_deps)
+                    n.ctrl_deps.extend(n0.ctrl_deps)
                 out[pos] = n
             all_nodes.append(out)
             all_loops.append(all_loops[0])
@@ -1102,12 +1115,14 @@ def instantiate(
                     continue
                 t_ns = priced(tn.comm_kind, tn.comm_bytes, g)
                 comm_ns += t_ns
-                n = pb.Node()
-                n.CopyFrom(coll_proto(tn, g, t_ns))
+                if symmetric:  # rank 0 alone builds it: the node itself, no copy kept
+                    n = coll_proto(tn, g, t_ns, keep=False)
+                    coll_at.append((len(out), tn.idx))
+                else:
+                    n = pb.Node()
+                    n.CopyFrom(coll_proto(tn, g, t_ns))
                 n.id = len(out)
                 created.append(n)
-                if symmetric:
-                    coll_at.append((n.id, tn.idx))
             else:
                 pairs = tn.pairs or []
                 sends = [p for p in pairs if p[0] == rank and p[0] != p[1]] if tn.comm_kind != "recv" else []
@@ -1584,8 +1599,11 @@ def _display(path: str, cwd: str) -> str:
     return rel if not rel.startswith("..") else path
 
 
-def run_from_pass(module: ir.Operation, system, options: dict, session) -> ExportResult | None:
-    """What `extract-collectives` and `export-chakra` call at their end."""
+def run_from_pass(
+    module: ir.Operation, system, options: dict, session, decoded: dict | None = None
+) -> ExportResult | None:
+    """What `extract-collectives` and `export-chakra` call at their end (`decoded`: the
+    collectives extract-collectives decoded, see _default_decoder)."""
     if not options.get("chakra", True):
         return None
     if system is None:
@@ -1604,6 +1622,7 @@ def run_from_pass(module: ir.Operation, system, options: dict, session) -> Expor
         diags=session.diagnostics,
         source=getattr(session, "input_path", None),
         outputs=getattr(session, "outputs", None),
+        decode=_default_decoder(module, decoded) if decoded else None,
     )
     cwd = getattr(session, "cwd", None) or os.getcwd()
     counts = result.manifest["node_counts"]
