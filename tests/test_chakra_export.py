@@ -640,10 +640,17 @@ def test_extract_collectives_hands_its_decoded_collectives_to_the_exporter(tmp_p
     reuses its CollectiveInfo, and writes the trace a standalone export-chakra (which
     decodes on its own) writes of the same module."""
     import costmodel.collectives as coll
+    import costmodel.passes.extract_collectives as extract
 
     calls = []
     real = coll.decode_collective
-    monkeypatch.setattr(coll, "decode_collective", lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    def spy(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(coll, "decode_collective", spy)
+    monkeypatch.setattr(extract, "decode_collective", spy)
     src = tmp_path / "g.mlir"
     src.write_text(GROUPS)
     _opt([str(src), "--annotate-cost=hardware=a100-40gb",
