@@ -137,10 +137,8 @@ PROGRAMS = {
     "fori_loop": (_fori_loop, (), "fori_loop of 8 x tanh(x @ w), x 256x512"),
     "scan": (_scan, (), "scan of an RNN cell over 16 steps, carry 128x512"),
     "scan_grad": (_scan_grad, (), "gradient of that scan"),
-    "convnet_maxpool_sgd": (lambda: _convnet("max"), (), "the conv net with max pooling (see docs: XLA CPU expands select_and_scatter)"),
+    "convnet_maxpool_sgd": (lambda: _convnet("max"), (), "the conv net with max pooling (XLA CPU expands select_and_scatter)"),
 }
-# programs whose XLA CPU footprint we do not claim to match (docs/memory.md says why)
-DOCUMENTED_OUTLIERS = {"convnet_maxpool_sgd"}
 
 
 # ---------------------------------------------------------------------------
@@ -254,9 +252,8 @@ def table(rows: list[Row]) -> str:
         "|---|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        mark = " (*)" if r.program in DOCUMENTED_OUTLIERS else ""
         lines.append(
-            f"| {r.program}{mark} | {_mib(r.xla_bytes)} | {_mib(r.ours_none_bytes)} | {100 * r.diff('none'):+.1f}% "
+            f"| {r.program} | {_mib(r.xla_bytes)} | {_mib(r.ours_none_bytes)} | {100 * r.diff('none'):+.1f}% "
             f"| {_mib(r.ours_xla_gpu_bytes)} | {100 * r.diff('xla-gpu'):+.1f}% |"
         )
     return "\n".join(lines)
@@ -277,8 +274,6 @@ def main(argv=None) -> int:
         print(json.dumps({"programs": [asdict(r) for r in rows], "shared": extra}, indent=2))
         return 0
     print(table(rows))
-    if any(r.program in DOCUMENTED_OUTLIERS for r in rows):
-        print("\n(*) a documented outlier: XLA CPU expands select_and_scatter (docs/memory.md)")
     print("\nXLA CPU parts (MiB): argument / output / temp / alias")
     for r in rows:
         print(

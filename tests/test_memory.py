@@ -50,6 +50,41 @@ def test_unfused_chain_and_in_place_elementwise():
     assert [b.name for b in r.top_temporaries] == ["stablehlo.exponential"]
 
 
+MAXPOOL_GRAD = """
+func.func @main(%x: tensor<2x8x8x4xf32>, %g: tensor<2x4x4x4xf32>) -> tensor<2x8x8x4xf32> {
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %0 = "stablehlo.select_and_scatter"(%x, %g, %zero) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %p = stablehlo.compare GE, %a, %b : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %p : tensor<i1>
+  }, {
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = stablehlo.add %a, %b : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) {window_dimensions = array<i64: 1, 2, 2, 1>, window_strides = array<i64: 1, 2, 2, 1>} : (tensor<2x8x8x4xf32>, tensor<2x4x4x4xf32>, tensor<f32>) -> tensor<2x8x8x4xf32>
+  return %0 : tensor<2x8x8x4xf32>
+}
+"""
+
+
+def test_select_and_scatter_expansion_of_xla_cpu():
+    """Every op its own buffer (XLA CPU): select_and_scatter runs as XLA CPU's expander
+    builds it: 4 s32 iotas of the operand's shape live with the reduce_window's outputs
+    (the selected f32 value and 4 s32 indices per pooled element). GPU kernels: one
+    kernel, no expansion."""
+    x = 2 * 8 * 8 * 4  # operand elements
+    g = 2 * 4 * 4 * 4  # pooled (source) elements
+    args, result = 4 * x + 4 * g, 4 * x
+    iotas = 4 * (4 * x)  # rank 4, s32
+    reduce_window_out = g * (4 + 4 * 4)  # the value and 4 indices
+    r = analyse(MAXPOOL_GRAD, fusion="none")
+    assert r.peak_bytes == args + result + iotas + reduce_window_out
+    assert r.temp_peak_bytes == iotas + reduce_window_out  # (the result is an output)
+    assert r.peak_op == "stablehlo.select_and_scatter"
+    assert any("expansion (XLA CPU)" in b.name and b.bytes == iotas + reduce_window_out for b in r.top_temporaries)
+    assert analyse(MAXPOOL_GRAD, fusion="xla-gpu").peak_bytes == args + result
+
+
 def test_fused_intermediates_allocate_nothing():
     r = analyse(CHAIN, fusion="xla-gpu")  # exp, multiply and reduce: one kernel
     assert r.peak_bytes == 1024 + 4
@@ -326,7 +361,10 @@ def _bench():
     return mod
 
 
-VALIDATED = ["mlp_sgd", "mlp_sgd_donated", "convnet_sgd", "convnet_sgd_donated", "fori_loop", "scan", "scan_grad"]
+VALIDATED = [
+    "mlp_sgd", "mlp_sgd_donated", "convnet_sgd", "convnet_sgd_donated", "fori_loop", "scan", "scan_grad",
+    "convnet_maxpool_sgd",
+]
 
 
 @pytest.fixture(scope="module")

@@ -280,6 +280,7 @@ class _Block:
         self.extra = [0] * n  # nested peaks at region ops
         self.extra_temp = [0] * n
         self.extra_live: dict = {}  # op index -> (LiveBuffer of the region, its _BlockResult)
+        self.scratch_live: dict = {}  # op index -> LiveBuffer of an op's own expansion (extra_temp)
         self._taken: tuple = (-1, set())  # buffers reused in place by the op at this index
         self.inplace_args: dict = {}  # argument index -> bytes: a caller's buffer overwritten in place
 
@@ -369,8 +370,20 @@ class _Block:
                 self.call_op(op, i)
             else:
                 self.compute(op, i)
+                if name == "stablehlo.select_and_scatter" and not an.use_kernels:
+                    self.expansion(op, i, select_and_scatter_expansion_bytes(op))
         copies = self.outputs()
         return self.sweep(copies)
+
+    def expansion(self, op, i: int, nbytes: int) -> None:
+        """Temporaries a compiler pass creates inside one op (live while it runs)."""
+        if nbytes <= 0:
+            return
+        self.extra[i] = max(self.extra[i], nbytes)
+        self.extra_temp[i] = max(self.extra_temp[i], nbytes)
+        self.scratch_live[i] = LiveBuffer(
+            "temporary", f"{op.name} expansion (XLA CPU)", nbytes, format_location(op.location, "")
+        )
 
     def alias(self, op) -> None:
         name, vb = op.name, self.vbufs
@@ -619,7 +632,9 @@ class _Block:
         peak_op = ops[at].name if 0 <= at < n else ""
         peak_loc = format_location(ops[at].location, "") if 0 <= at < n else ""
         path: list = []
-        if at in self.extra_live and self.extra[at] > 0:
+        if at in self.scratch_live:
+            live_list.append(self.scratch_live[at])
+        elif at in self.extra_live and self.extra[at] > 0:
             entry, inner = self.extra_live[at]
             live_list.append(entry)
             path = [f"{peak_op}@{peak_loc}" if peak_loc else peak_op] + inner.peak_path
@@ -628,6 +643,29 @@ class _Block:
         live_list.sort(key=lambda b: -b.bytes)
         return _BlockResult(max(peak, 0), temp_peak, at, peak_op, peak_loc, path, live_list, self.ret_alias, copies,
                             inplace_args=dict(self.inplace_args))
+
+
+def select_and_scatter_expansion_bytes(op) -> int:
+    """The temporaries of XLA CPU's SelectAndScatterExpander
+    (xla/service/select_and_scatter_expander.cc), which XLA CPU runs on every
+    select_and_scatter (GPUs run it as one kernel): one s32 iota per dimension of the
+    operand's shape, reduced by one multi-output reduce_window to the source's shape (the
+    selected value and one s32 index per dimension), the indices reshaped and
+    concatenated into [source dims..., rank] s32, then scattered into a broadcast of the
+    init value (the op's own result, counted as such). The most live at once besides the
+    result: the iotas with the reduce_window's outputs (then the index outputs with their
+    concatenation)."""
+    try:
+        operand, source = type_info(op.operands[0].type), type_info(op.operands[1].type)
+    except (IndexError, ValueError, TypeError):
+        return 0
+    if operand.dynamic or source.dynamic:
+        return 0
+    rank = operand.rank
+    iotas = rank * operand.num_elements * 4
+    reduce_window_out = source.num_elements * (operand.elem_bytes + 4 * rank)
+    indices = source.num_elements * 4 * rank
+    return max(iotas + reduce_window_out, 2 * indices)
 
 
 class _Analyzer:
