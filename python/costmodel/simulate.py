@@ -502,7 +502,7 @@ def simulate(
         raise ValueError("simulate: replicas needs exactly one graph and no records")
     num_ranks = len(ranks)
     states = [_RankState(r, nodes) for r, nodes in enumerate(ranks)]
-    events: list = []  # (time, rank, node id, callback tag, args): one event per node
+    events: list = []  # (time, rank, node id, kind, start time): one event per node
     records: list | None = [] if record else None
     collectives: dict[tuple, dict] = {}  # (group, index) -> {rank: issue time}
     coll_count = 0

@@ -1044,8 +1044,7 @@ def instantiate(
                 n = group_nodes.get((pos, id(g)))
                 if n is None:
                     tn, n0 = tnodes[tidx], out[pos]
-                    n = group_nodes[(pos, id(g))] = pb.Node()
-                    n.CopyFrom(coll_proto(tn, g, priced(tn.comm_kind, tn.comm_bytes, g), keep=False))
+                    n = group_nodes[(pos, id(g))] = coll_proto(tn, g, priced(tn.comm_kind, tn.comm_bytes, g), keep=False)
                     n.id = n0.id
                     n.data_deps.extend(n0.data_deps)
                     n.ctrl_deps.extend(n0.ctrl_deps)
