@@ -42,8 +42,10 @@ def annotate_module(
     formation_cache: dict | None = None,
     inline: bool = False,
     branch: str | int = "max",
+    nested_costs: bool = True,
 ) -> CostEngine:
     """What the pass does, callable in-process (`costmodel kernels`, `predict`).
+    `nested_costs=False` (with a formation cache): see CostEngine.
     Raises InputError for a bad hardware, backend or fusion name."""
     try:
         spec = load_hardware(hardware)
@@ -72,6 +74,7 @@ def annotate_module(
         formation_cache=formation_cache,
         kernel_former=former,
         branch=parse_policy(branch),
+        nested_costs=nested_costs,
     )
     with _gc_paused():
         engine.run(module)

@@ -159,3 +159,72 @@ func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
 def test_empty_module_warns(annotate):
     a = annotate("module {\n}\n")
     assert any("holds no function" in d.message for d in a.diagnostics)
+
+
+@pytest.mark.parametrize(
+    "source", ["examples/resnet50_train_4dev.mlir", "tests/data/collectives/loop_1e9_all_reduce.mlir"]
+)
+def test_formation_cache_gives_the_ir_a_fresh_run_gives(source):
+    """Clones sharing a formation cache (costmodel predict: one formation per policy, one
+    leaf cost per op for every system) come out exactly as if each were costed alone:
+    the same printed IR, attributes and summary included."""
+    import os
+
+    from costmodel.ir import DiagnosticEngine, inline_calls, load_module, make_context, print_module
+    from costmodel.passes.annotate_cost import annotate_module
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with make_context() as ctx:
+        module = load_module(ctx, open(os.path.join(root, source)).read(), source)
+        inline_calls(module)
+        cache: dict = {}
+        for hw, backend in [("h100-sxm", "roofline"), ("a100-40gb", "calibrated"), ("b200", "roofline")]:
+            cached, fresh = module.clone(), module.clone()
+            annotate_module(cached, DiagnosticEngine(source), hardware=hw, backend=backend, formation_cache=cache)
+            annotate_module(fresh, DiagnosticEngine(source), hardware=hw, backend=backend)
+            assert print_module(cached) == print_module(fresh), (hw, backend)
+            cached.erase()
+            fresh.erase()
+        assert any(k[0] == "leaf" for k in cache if isinstance(k, tuple))
+
+
+def test_formation_cache_without_nested_costs_keeps_totals_and_kernels():
+    """nested_costs=False (costmodel predict's clones): ops inside a cached op's regions
+    (the all_reduce reducers here) get no costmodel.cost of their own; every other
+    attribute, the kernels and the module summary are those of a fresh run."""
+    import os
+
+    from costmodel.ir import DiagnosticEngine, inline_calls, load_module, make_context, nested_ops
+    from costmodel.passes.annotate_cost import annotate_module
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    source = "examples/resnet50_train_4dev.mlir"
+
+    def attrs(module):
+        out = []
+        for op in nested_ops(module):
+            names = [getattr(a, "name", a) for a in op.attributes]
+            out.append((op.name, {n: str(op.attributes[n]) for n in names}))
+        return out
+
+    with make_context() as ctx:
+        module = load_module(ctx, open(os.path.join(root, source)).read(), source)
+        inline_calls(module)
+        cache: dict = {}
+        first = module.clone()
+        annotate_module(first, DiagnosticEngine(source), hardware="h100-sxm", formation_cache=cache)
+        lean, fresh = module.clone(), module.clone()
+        annotate_module(lean, DiagnosticEngine(source), hardware="a100-40gb", backend="calibrated",
+                        formation_cache=cache, nested_costs=False)
+        annotate_module(fresh, DiagnosticEngine(source), hardware="a100-40gb", backend="calibrated")
+        assert str(lean.attributes["costmodel.summary"]) == str(fresh.attributes["costmodel.summary"])
+        inside = {i for i, op in enumerate(nested_ops(fresh))
+                  if op.parent.name in ("stablehlo.all_reduce", "stablehlo.reduce", "stablehlo.reduce_window",
+                                        "stablehlo.select_and_scatter", "stablehlo.scatter", "stablehlo.sort")}
+        a, b = attrs(lean), attrs(fresh)
+        assert inside and len(a) == len(b)
+        for i, ((na, da), (nb, db)) in enumerate(zip(a, b)):
+            if i in inside:
+                assert "costmodel.cost" not in da and "costmodel.cost" in db, nb
+            else:
+                assert da == db, (i, nb)

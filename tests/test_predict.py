@@ -93,6 +93,29 @@ def test_reused_graphs_change_nothing(source, tmp_path, monkeypatch):
     assert [r.to_dict() for r in reused.rows] == [r.to_dict() for r in fresh.rows]
 
 
+def test_clones_without_nested_costs_give_the_same_rows(tmp_path, monkeypatch):
+    """predict's cached clones skip the costs of ops inside cached ops' regions
+    (nested_costs=False): every row is what fully annotated clones give."""
+    import costmodel.passes.annotate_cost as annotate_cost
+
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples",
+                       "resnet50_train_4dev.mlir")
+    lean = predict(src, systems=SYSTEMS[:2], backends=["roofline", "calibrated"], top=3)
+    real = annotate_cost.annotate_module
+    seen = []
+
+    def full(*args, **kwargs):
+        seen.append(kwargs.get("nested_costs"))
+        kwargs["nested_costs"] = True
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(annotate_cost, "annotate_module", full)
+    fully = predict(src, systems=SYSTEMS[:2], backends=["roofline", "calibrated"], top=3)
+    assert seen and not any(seen)
+    assert [r.to_dict() for r in lean.rows] == [r.to_dict() for r in fully.rows]
+    assert lean.top_kernels == fully.top_kernels
+
+
 def test_json_schema(model, capsys):
     rc, out, _ = run_cli(capsys, "predict", model, "--system", "a100-40gb-x4", "--system", "h100-sxm-x4",
                          "--backend", "roofline", "--backend", "calibrated", "--json", "--top", "2")

@@ -212,6 +212,7 @@ class CostEngine:
         formation_cache: dict | None = None,
         kernel_former=None,
         branch: str | int = "max",
+        nested_costs: bool = True,
     ):
         from .branches import parse_policy
 
@@ -235,6 +236,10 @@ class CostEngine:
         # cost clones of one module several times (costmodel predict) share this dict, and
         # the n-th block formed reuses the grouping of the n-th block of the first run.
         self._formation_cache = formation_cache
+        # False: an op whose cost comes from the formation cache leaves the ops inside its
+        # regions (a reducer, a comparator) without a costmodel.cost of their own; its own
+        # cost and the totals are the same (costmodel predict's clones, never printed)
+        self._nested_costs = nested_costs
         self._block_seq = 0
         self._leaf_seq = 0
         self.backend_name = backend_name or getattr(backend, "name", type(backend).__name__)
@@ -440,7 +445,11 @@ class CostEngine:
         key = ("leaf", self._leaf_seq, op.name)
         hit = cache.get(key)
         if hit is not None:
-            kind, value, ops_counted = hit
+            kind, value, ops_counted, regions = hit
+            if regions and self._nested_costs:
+                # its rule also annotates the op's regions (a reducer, a comparator, the
+                # body of an op without a rule): run it on this clone too
+                return self._leaf_cost_uncached(op, into, types)
             self.op_count += ops_counted
             if kind == "cost":
                 return value
@@ -449,11 +458,12 @@ class CostEngine:
             return None
         before = self.op_count
         cost = self._leaf_cost_uncached(op, into, types)
+        regions = any(len(r.blocks) for r in op.regions)
         if cost is None:
             why = ir.StringAttr(op.attributes[UNSUPPORTED_ATTR]).value if UNSUPPORTED_ATTR in op.attributes else "?"
-            cache[key] = ("unsupported", why, self.op_count - before)
+            cache[key] = ("unsupported", why, self.op_count - before, regions)
         else:
-            cache[key] = ("cost", cost, self.op_count - before)
+            cache[key] = ("cost", cost, self.op_count - before, regions)
         return cost
 
     def _leaf_cost_uncached(self, op: ir.Operation, into: Totals, types=None) -> OpCost | None:

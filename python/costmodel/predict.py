@@ -311,6 +311,9 @@ def _predict(
                             backend=backend,
                             fusion=fusion,
                             formation_cache=formation_cache,
+                            # the clones are read for their totals, kernels and graphs,
+                            # never printed: reducers inside cached ops stay uncosted
+                            nested_costs=bool(trace_dir),
                         )
                         extract = get_pass("extract-collectives")
                         extract.run(clone, parse_options(extract, f"system={sys_arg} chakra=false"), session)
