@@ -240,6 +240,7 @@ class CostEngine:
         # regions (a reducer, a comparator) without a costmodel.cost of their own; its own
         # cost and the totals are the same (costmodel predict's clones, never printed)
         self._nested_costs = nested_costs
+        self._nested_visits = 0  # regions costed so far (apply_cost, region_totals)
         self._block_seq = 0
         self._leaf_seq = 0
         self.backend_name = backend_name or getattr(backend, "name", type(backend).__name__)
@@ -447,8 +448,8 @@ class CostEngine:
         if hit is not None:
             kind, value, ops_counted, regions = hit
             if regions and self._nested_costs:
-                # its rule also annotates the op's regions (a reducer, a comparator, the
-                # body of an op without a rule): run it on this clone too
+                # its rule also costs the op's regions (a reducer, a comparator, the body
+                # of an op without a rule), annotating their ops: run it on this clone too
                 return self._leaf_cost_uncached(op, into, types)
             self.op_count += ops_counted
             if kind == "cost":
@@ -456,9 +457,9 @@ class CostEngine:
             self._mark_unsupported(op, value)
             into.unsupported += 1
             return None
-        before = self.op_count
+        before, visits = self.op_count, self._nested_visits
         cost = self._leaf_cost_uncached(op, into, types)
-        regions = any(len(r.blocks) for r in op.regions)
+        regions = self._nested_visits != visits
         if cost is None:
             why = ir.StringAttr(op.attributes[UNSUPPORTED_ATTR]).value if UNSUPPORTED_ATTR in op.attributes else "?"
             cache[key] = ("unsupported", why, self.op_count - before, regions)
@@ -659,6 +660,7 @@ class CostEngine:
         return ir.DictAttr.get(d)
 
     def region_totals(self, region) -> Totals:
+        self._nested_visits += 1
         t = Totals()
         for block in region.blocks:
             t.add(self.block_totals(block))
@@ -715,6 +717,7 @@ class CostEngine:
 
     # RuleEnv: one application of a scalar computation (reduce bodies ...)
     def apply_cost(self, region) -> OpCost:
+        self._nested_visits += 1
         per = OpCost()
         for block in region.blocks:
             t = Totals()
