@@ -624,8 +624,8 @@ class CostEngine:
         out = []
         new = object.__new__
         for k in hit:
-            # dataclasses.replace(k, ops=, root=, duplicated=, id=-1), a third of its time
-            # (no __post_init__: a shallow copy with four fields set)
+            # what dataclasses.replace(k, ops=, root=, duplicated=, id=-1) gives, without
+            # its per-field __init__ (Kernel has no __post_init__): a shallow copy
             nk = new(type(k))
             nk.__dict__.update(k.__dict__)
             nk.ops = ops = [nodes[i].op for i in k.node_ids]
