@@ -295,7 +295,33 @@ module attributes {mhlo.num_partitions = 4 : i32} {
     assert 'sdy.mesh @mesh_explicit_0 = <["axis_0"=2, "axis_1"=2], device_ids=[3, 1, 0, 2]>' in out
     assert "sdy.mesh @maximal_mesh_2 = <[], device_ids=[2]>" in out
     assert '#sdy.sharding<@mesh_explicit_0, [{"axis_0"}, {"axis_1"}]>' in out
-    assert "#sdy.sharding<@maximal_mesh_2, [{}]>" in out
+    # Shardy's verifier: a sharding on a maximal mesh has rank 0, whatever the value's rank
+    assert "#sdy.sharding<@maximal_mesh_2, []>" in out
+    module.verify()
+
+
+def test_maximal_sharding_goes_through_the_partitioner(tmp_path):
+    """A value placed on one device ({maximal device=2}) beside tiled ones: converted to a
+    sharding Shardy accepts, partitioned, costed (it was a verifier error before)."""
+    from costmodel import driver
+
+    src = tmp_path / "maximal.mlir"
+    src.write_text(
+        """module attributes {mhlo.num_partitions = 4 : i32} {
+  func.func @main(%arg0: tensor<4x4xf32> {mhlo.sharding = "{devices=[2,2]3,1,0,2}"}, %arg1: tensor<4xf32> {mhlo.sharding = "{maximal device=2}"}) -> (tensor<4x4xf32>, tensor<4xf32>) {
+    %1 = stablehlo.add %arg0, %arg0 : tensor<4x4xf32>
+    %2 = stablehlo.multiply %arg1, %arg1 : tensor<4xf32>
+    return %1, %2 : tensor<4x4xf32>, tensor<4xf32>
+  }
+}
+"""
+    )
+    out = tmp_path / "out.mlir"
+    assert driver.main([str(src), "--propagate-shardings", "--annotate-cost", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "%arg0: tensor<2x2xf32>" in text  # the tiled argument: one 2x2 tile per device
+    assert "%arg1: tensor<4xf32> {sdy.sharding = #sdy.sharding<@maximal_mesh_2, []>}" in text
+    assert "unsupported_count = 0" in text
 
 
 def test_no_gspmd_means_nothing_to_do(ctx):

@@ -604,7 +604,8 @@ def tensor_sharding_text(
     if s.kind == "replicated":
         return f"<@{default_mesh}, {dims_text([[] for _ in range(rank)])}>"
     if s.kind == "maximal":
-        return f"<@maximal_mesh_{s.device}, {dims_text([[] for _ in range(rank)])}>"
+        # Shardy's verifier: a sharding on a maximal mesh has rank 0, whatever the value's
+        return f"<@maximal_mesh_{s.device}, []>"
     if s.kind == "manual":
         if manual_ok:
             return None
