@@ -108,6 +108,76 @@ def test_print_elides_large_constants(ctx):
     assert b"6.300000e+01" not in cir.print_module(op, large_elements_limit=16)
 
 
+def _get_asm(op, **kw) -> bytes:
+    """What print_module gave before it printed natively (the reference)."""
+    text = op.get_asm(
+        binary=True,
+        large_elements_limit=kw.get("large_elements_limit"),
+        enable_debug_info=kw.get("debug_info", False),
+        print_generic_op_form=kw.get("generic", False),
+        assume_verified=True,
+    )
+    return text if text.endswith(b"\n") else text + b"\n"
+
+
+@pytest.mark.parametrize(
+    "flags", [{}, {"debug_info": True}, {"generic": True}, {"large_elements_limit": 4}], ids=str
+)
+def test_native_print_is_byte_for_byte_get_asm(ctx, flags, tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with open(os.path.join(os.path.dirname(__file__), "..", "examples", "transformer_train_2x4.mlir"), "rb") as fh:
+        data = fh.read()
+    op = cir.load_module(ctx, data, "transformer.mlir")
+    # a module with a symbol name ('/' in it) and attributes on the module itself
+    named = cir.load_module(ctx, 'module @"a/b" attributes {x.y = 1 : i64} {\n' + MODULE + "}\n", "n.mlir")
+    for module in (op, named):
+        native = cir._print_native(
+            module,
+            debug_info=flags.get("debug_info", False),
+            generic=flags.get("generic", False),
+            large_elements_limit=flags.get("large_elements_limit"),
+            size_hint=len(data),
+        )
+        assert native is not None  # the fast path ran
+        assert native == _get_asm(module, **flags)
+        assert cir.print_module(module, size_hint=len(data), **flags) == native
+    assert os.listdir(tmp_path) == []  # its temporary directory is removed
+
+
+def test_a_module_that_does_not_verify_prints_as_get_asm_prints_it(ctx):
+    """MLIR's IR printer verifies first and would print generic form; get_asm does not."""
+    op = cir.load_module(ctx, MODULE, "m.mlir")
+    func = op.regions[0].blocks[0].operations[0]
+    exp = func.regions[0].blocks[0].operations[0]
+    with ctx:
+        exp.attributes["sdy.sharding"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 3)
+    with pytest.raises(ir.MLIRError):
+        op.verify()
+    assert cir._print_native(op, debug_info=False, generic=False, large_elements_limit=None, size_hint=0) is None
+    text = cir.print_module(op, size_hint=0)
+    assert text == _get_asm(op)
+    assert text.startswith(b"module {") and b"sdy.sharding = 3" in text
+
+
+def test_print_without_room_for_the_native_printer_falls_back_to_get_asm(ctx, monkeypatch):
+    import shutil
+    from collections import namedtuple
+
+    op = cir.load_module(ctx, MODULE, "m.mlir")
+    usage = namedtuple("usage", "total used free")
+    room = cir.NATIVE_PRINT_BASE_BYTES + cir.NATIVE_PRINT_INPUT_FACTOR * 1000
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(room, 0, room - 1))
+    assert cir._print_native(op, debug_info=False, generic=False, large_elements_limit=None, size_hint=1000) is None
+    assert cir.print_module(op, size_hint=1000) == _get_asm(op)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(room, 0, room))
+    assert cir._print_native(op, debug_info=False, generic=False, large_elements_limit=None, size_hint=1000) == _get_asm(op)
+    # the input size unknown: the default room is asked for
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(room, 0, cir.NATIVE_PRINT_DEFAULT_BYTES - 1))
+    assert cir._print_native(op, debug_info=False, generic=False, large_elements_limit=None, size_hint=None) is None
+
+
 def test_captured_stderr_catches_native_writes():
     with cir.captured_stderr() as cap:
         os.write(2, b"from native code\n")

@@ -526,6 +526,7 @@ class Runner:
                 debug_info=opts.print_debuginfo,
                 generic=opts.print_generic,
                 large_elements_limit=opts.elide_limit,
+                size_hint=len(data),
             )
         return ChunkResult(True, out, diags.diagnostics, session.messages)
 
