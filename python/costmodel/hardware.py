@@ -53,6 +53,7 @@ CALIBRATION_KEYS = {
     "gemm_tile_m": "GEMM output tile rows per compute unit",
     "gemm_tile_n": "GEMM output tile columns per compute unit",
     "gemm_tile_min": "smallest tile side the GEMM library picks for small matrices",
+    "gemm_tile_k": "K depth of a GEMM tile (elements); an implicit-GEMM convolution pads the channels of each filter tap to it",
 }
 _OPTIONAL_KEYS = {"calibration"}
 

@@ -23,6 +23,13 @@ partly empty:
 which also covers padding of small matrices to whole tiles (TPU MXUs: 128 x 128). As an
 autotuner would, the backend takes the best of the configured tile, its transpose and
 its halvings down to gemm_tile_min (GPU libraries ship 64-wide tiles; an MXU is 128).
+
+Channel padding (specs with gemm_tile_k): an implicit-GEMM convolution walks K filter
+tap by filter tap, gemm_tile_k input channels at a time (CUTLASS's
+implicit_gemm_k_iterations: taps x ceil(C / tile_k)), so a convolution with C input
+channels per tap does useful work in C / (ceil(C / tile_k) x tile_k) of its K steps:
+an image stem (C = 3) in 3 of 64.
+
 docs/backends.md has the derivation and the sources.
 """
 
@@ -73,6 +80,7 @@ class CalibratedBackend:
         self.tile_m = int(cal["gemm_tile_m"])
         self.tile_n = int(cal["gemm_tile_n"])
         self.tile_min = int(cal.get("gemm_tile_min", min(self.tile_m, self.tile_n)))
+        self.tile_k = int(cal["gemm_tile_k"]) if "gemm_tile_k" in cal else None
         self._tile_shapes = self._tiles()
         self._bytes_per_ns = hardware.memory_bandwidth_GBps * self.memory_efficiency
         self._peak: dict = {}
@@ -125,16 +133,27 @@ class CalibratedBackend:
     def tile_efficiency(self, m: int, n: int, batch: int = 1, k: int = 1) -> float:
         return self.gemm_plan(m, n, k, batch)[0]
 
+    def channel_efficiency(self, channels_per_tap) -> float:
+        """Useful fraction of an implicit-GEMM convolution's K steps: each filter tap's
+        channels padded to whole gemm_tile_k slices. 1.0 for dots, grouped convolutions
+        and specs without gemm_tile_k."""
+        if not channels_per_tap or self.tile_k is None:
+            return 1.0
+        c = int(channels_per_tap)
+        return c / (math.ceil(c / self.tile_k) * self.tile_k)
+
     def _time(self, flops_by_unit: dict, nbytes: int, launches: int, gemm) -> KernelCost:
         compute_ns = 0.0
         tile_eff = None
+        chan_eff = 1.0
         split = 1
         for (unit, dtype), work in flops_by_unit.items():
             rate = self._flops_per_ns(unit, dtype)
             if unit == MATRIX:
                 if gemm is not None:
                     tile_eff, split = self.gemm_plan(gemm.m, gemm.n, gemm.k, gemm.batch)
-                rate *= self.matrix_efficiency * (tile_eff if tile_eff is not None else 1.0)
+                    chan_eff = self.channel_efficiency(gemm.channels_per_tap)
+                rate *= self.matrix_efficiency * (tile_eff if tile_eff is not None else 1.0) * chan_eff
             compute_ns += work / rate
         if split > 1:  # split-K partial sums (f32) written and read back once
             nbytes += 2 * 4 * gemm.m * gemm.n * gemm.batch * split
@@ -149,6 +168,8 @@ class CalibratedBackend:
         if tile_eff is not None:
             detail["tile_efficiency"] = round(tile_eff, 6)
             detail["split_k"] = split
+        if chan_eff < 1.0:
+            detail["channel_efficiency"] = round(chan_eff, 6)
         return KernelCost(t, bound, detail)
 
     def estimate_kernel(self, kernel) -> KernelCost:

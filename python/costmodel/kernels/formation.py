@@ -258,6 +258,9 @@ class GemmShape:
     k: int
     batch: int
     dtype: str
+    # a convolution's input features read per filter tap (its K is taps x these);
+    # None for dots and grouped convolutions
+    channels_per_tap: int | None = None
 
 
 @dataclass
@@ -1603,11 +1606,16 @@ def _gemm_shape(nd: Node) -> GemmShape | None:
         if nd.cls == CONV:
             from jaxlib.mlir.dialects import stablehlo as shlo
 
+            from ..rules import _int_attr
+
             dn = shlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
             n_ = out.shape[dn.output_feature_dimension]
             m = out.num_elements // max(1, n_)
             k = max(1, c.flops // max(1, 2 * m * n_))
-            return GemmShape(m, n_, k, 1, c.dtype)
+            cpt = None
+            if _int_attr(op, "feature_group_count", 1) == 1 and _int_attr(op, "batch_group_count", 1) == 1:
+                cpt = type_info(_operand_type(nd, 0)).shape[dn.input_feature_dimension]
+            return GemmShape(m, n_, k, 1, c.dtype, cpt)
         from jaxlib.mlir.dialects import stablehlo as shlo
 
         if nd.name == "stablehlo.dot_general":
