@@ -311,3 +311,15 @@ def test_stdin_positions_of_an_earlier_run_are_not_passed_off_as_this_input(ctx)
     diags = cir.DiagnosticEngine("<stdin>")
     diags.input_is_bytecode = True
     assert diags.warning(old, "look").render() == '<stdin>: warning: look (at "<stdin>:11:20 of the input it was made from")'
+
+
+def test_native_print_into_an_unwritable_directory_falls_back_quietly(ctx, tmp_path, monkeypatch, capfd):
+    """The IR printer cannot create its file: LLVM writes an error to fd 2 and prints
+    nothing; the module still prints (get_asm), and the error does not reach the user."""
+    import tempfile
+
+    op = cir.load_module(ctx, MODULE, "m.mlir")
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: str(tmp_path / "missing" / "dir"))
+    assert cir._print_native(op, debug_info=False, generic=False, large_elements_limit=None, size_hint=0) is None
+    assert cir.print_module(op, size_hint=0) == _get_asm(op)
+    assert capfd.readouterr().err == ""

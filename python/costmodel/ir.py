@@ -478,7 +478,8 @@ def _print_native(op, *, debug_info: bool, generic: bool, large_elements_limit, 
             print_generic_op_form=generic,
             tree_printing_dir_path=d,
         )
-        pm.run(op)
+        with captured_stderr():  # "Error opening output file ...": the fallback says nothing
+            pm.run(op)
         files = glob.glob(os.path.join(glob.escape(d), "**", "*.mlir"), recursive=True)
         if len(files) != 1:
             return None
