@@ -100,7 +100,9 @@ def _check_iree(program: Program) -> None:
         assert all(former.ops[former.node[i]].name in REGION_OPS for i in r.traced), r
     warnings = [d.message for d in a.diagnostics if d.severity == "warning"]
     assert len(warnings) == (1 if lost else 0), warnings
-    none = run_annotate(program.text, HARDWARE, fusion="none")
+    # the same branch policy as _annotate_iree's: the counts then do not depend on which
+    # branch each formation's times make the costliest (test_case_branch_costs_differ_by_formation)
+    none = run_annotate(program.text, HARDWARE, fusion="none", branch="xla")
     s, s_none = _summary(a), _summary(none)
     assert (s["total_flops"], s["total_transcendentals"]) == (s_none["total_flops"], s_none["total_transcendentals"])
     _check_block_flops(a)
@@ -163,6 +165,43 @@ def test_twin_ops_are_merged():
     placement = _dict(ir.DictAttr(a.module.attributes["costmodel.summary"])["iree_placement"])
     assert (placement["dispatch"], placement["merged"]) == (1, 1)
     _check_iree(Program(text=text, op_kinds=frozenset({"unary"})))
+
+
+def test_case_branch_costs_differ_by_formation():
+    """Fuzzer find (the check's own bug): IREE computes branch 0's negate once with the one
+    outside the case (CSE), so under fusion=iree branch 1 (exp) is the costlier; per op
+    (fusion=none) the two branches tie and branch 0 counts. The totals of the two
+    formations agree under branch=xla (each count its maximum over the branches), which
+    the check now uses on both sides; under branch=max they may differ, legitimately."""
+    text = (
+        "func.func public @main(%arg0: tensor<f32>, %arg1: tensor<i32>) -> (tensor<f32>, tensor<f32>) {\n"
+        "  %v1 = stablehlo.negate %arg0 : tensor<f32>\n"
+        '  %v2 = "stablehlo.case"(%arg1) ({\n'
+        "    %v3 = stablehlo.negate %arg0 : tensor<f32>\n"
+        "    stablehlo.return %v3 : tensor<f32>\n"
+        "  }, {\n"
+        "    %v4 = stablehlo.exponential %arg0 : tensor<f32>\n"
+        "    stablehlo.return %v4 : tensor<f32>\n"
+        "  }) : (tensor<i32>) -> tensor<f32>\n"
+        "  return %v1, %v2 : tensor<f32>, tensor<f32>\n"
+        "}\n"
+    )
+    from costmodel.ir import ir
+
+    def weights(a):
+        (case,) = a.ops("stablehlo.case")
+        return list(ir.DenseF64ArrayAttr(case.attributes["costmodel.branch_weights"]))
+
+    none_max = run_annotate(text, HARDWARE, fusion="none", branch="max")
+    assert weights(none_max) == [1.0, 0.0]  # a tie: the lowest index
+    assert _summary(none_max)["total_transcendentals"] == 0
+    a = _annotate_iree(text)
+    assert weights(a) == [0.0, 1.0]  # branch 0's work is done outside the case
+    # branch=xla on both sides: each count its own maximum over the branches
+    none_xla = run_annotate(text, HARDWARE, fusion="none", branch="xla")
+    keys = ("total_flops", "total_transcendentals")
+    assert [_summary(a)[k] for k in keys] == [_summary(none_xla)[k] for k in keys]
+    _check_iree(Program(text=text, op_kinds=frozenset({"case", "unary"})))
 
 
 def test_iree_bug_is_one_line():
