@@ -204,6 +204,30 @@ def test_case_branch_costs_differ_by_formation():
     _check_iree(Program(text=text, op_kinds=frozenset({"case", "unary"})))
 
 
+def test_region_with_the_function_location_gets_the_untraced_ops():
+    """Fuzzer find: IREE composes two transposes into one dispatch and gives it the
+    function's own location, so no op of ours is traced in it; the transposes were
+    counted `host` and `folded`, the dispatch was lost (warned) and the module had no
+    kernel. The region's kernel is now made of the ops IREE left without a trace."""
+    text = (
+        "func.func public @main(%arg0: tensor<2x2x2x1xf32>) -> (tensor<2x2x2x1xf32>) {\n"
+        "  %v1 = stablehlo.transpose %arg0, dims = [0, 2, 1, 3] : (tensor<2x2x2x1xf32>) -> tensor<2x2x2x1xf32>\n"
+        "  %v2 = stablehlo.transpose %v1, dims = [1, 0, 2, 3] : (tensor<2x2x2x1xf32>) -> tensor<2x2x2x1xf32>\n"
+        "  return %v2 : tensor<2x2x2x1xf32>\n"
+        "}\n"
+    )
+    a = _annotate_iree(text)
+    from costmodel.ir import ir
+
+    s = _summary(a)
+    placement = _dict(ir.DictAttr(a.module.attributes["costmodel.summary"])["iree_placement"])
+    assert placement["dispatch"] == 2 and placement["folded"] == placement["host"] == 0
+    assert s["kernel_count"] == 1 and s["iree_regions_without_kernel"] == 0
+    assert s["kernel_bytes"] == 2 * 2 * 2 * 2 * 1 * 4  # the dispatch loads the input and stores the result
+    assert [d for d in a.diagnostics if d.severity in ("warning", "remark")] == []
+    _check_iree(Program(text=text, op_kinds=frozenset({"transpose"})))
+
+
 def test_iree_bug_is_one_line():
     """Fuzzer find: IREE 3.13 fails on this valid program (a bug of its dispatch
     creation: "failed to legalize unresolved materialization"); plain iree-compile fails

@@ -15,7 +15,9 @@ one IREE dispatch as one kernel:
   a transposed operand, a split reduction, a concatenate as two updates) is one more
   launch of the kernel of its root op; its bytes are added there; one that holds only a
   region op of ours (the predicate of a case that IREE turned into a select) is one more
-  launch of the nearest kernel of the block;
+  launch of the nearest kernel of the block; one that carries only the function's own
+  location (IREE built its op anew: two transposes composed into one) is the kernel of
+  the block's tensor ops IREE left without a trace;
 - a kernel's flops are its members' (each op's work counts once); its bytes are what
   IREE's dispatches load and store (`dispatch.tensor.load/store`), or what its
   transfers copy; `launches` is its number of IREE regions;
@@ -186,6 +188,10 @@ class IreeFormation:
         # ops (a case IREE turned into a select, a loop it unrolled) come last, as they
         # are no kernel of the block they sit in
         self.home: dict[int, tuple] = {}
+        # regions that carry only a function's own location (IREE built their op anew,
+        # e.g. one transpose composed of two, and gave it the function's location): their
+        # kernel is made of the function's ops that IREE left without a trace (form())
+        self.function_level: set = set()
         for r in self.program.regions:
             if r.hoisted:
                 continue
@@ -198,7 +204,11 @@ class IreeFormation:
             computed, _ = nodes(r.computed)
             held, held_all = nodes(r.traced)
             choice = roots[:1] or computed[-1:] or held[-1:] or roots_all[:1] or held_all[-1:]
-            if choice:
+            if choice and held_all and all(ops[n].name == "func.func" for n in held_all):
+                # the function's body: the block whose ops the region computes
+                self.home[r.ordinal] = (choice[-1], 0, 0)
+                self.function_level.add(r.ordinal)
+            elif choice:
                 self.home[r.ordinal] = self.block_of[choice[0]]
 
     # -- the engine's hook ------------------------------------------------------------
@@ -266,6 +276,7 @@ class IreeFormation:
         # of another region with the same root: IREE turns a case's branch selection into
         # a dispatch of the predicate and one of the select, both located at the case)
         pending = []
+        anonymous: list[int] = []  # groups of function-level regions (no op of ours traced)
         seen_regions = set()
         for j in range(n):
             g = gidx[j]
@@ -277,6 +288,10 @@ class IreeFormation:
                 seen_regions.add(r.ordinal)
                 if r.ordinal not in group_of_region:
                     pending.append(r)
+        for r in self.program.regions:  # no op of this block carries them
+            if r.ordinal in self.function_level and r.ordinal not in seen_regions and self.home.get(r.ordinal) == block:
+                seen_regions.add(r.ordinal)
+                pending.append(r)
         for r in sorted(pending, key=lambda r: r.ordinal):
             target = None
             order = sorted({self.node[i] for i in r.root}) + sorted({self.node[i] for i in r.traced})
@@ -303,6 +318,12 @@ class IreeFormation:
                         target = max(before, key=lambda gid: max(groups[gid]["members"]))
                     elif after:
                         target = min(after, key=lambda gid: max(groups[gid]["members"]))
+            if target is None and r.ordinal in self.function_level:
+                # a region of the function's own location: its members are found below
+                # (step 3b), from the ops IREE left without a trace
+                target = len(groups)
+                groups.append({"members": [], "regions": [], "dups": []})
+                anonymous.append(target)
             if target is None:
                 continue
             group_of_region[r.ordinal] = target
@@ -350,6 +371,32 @@ class IreeFormation:
             # (a value is used in its own block or in regions nested in it: `users` has all)
             dead[j] = all(dead[u] for u in users[j])
 
+        # 3b. a region with only the function's location computes what IREE left without
+        # a trace: the tensor ops of the block that no region holds, no consumer's kernel
+        # took, that are not dead, free, hoisted or a twin of a placed op (their host-side
+        # reshapes may carry their location; scalar work stays on the host)
+        if anonymous:
+            target = anonymous[0]
+            for j in range(n):
+                nd = nodes[j]
+                if not candidate[j] or primary[j] is not None or attached[j] or traced[j]:
+                    continue
+                g = gidx[j]
+                if nd.cls == FREE or dead[j] or _scalar(nd.op) or (g is not None and g in self.hoisted_nodes):
+                    continue
+                if self._has_twin(nd.op, g):
+                    continue
+                primary[j] = groups[target]["regions"][0]
+                groups[target]["members"].append(j)
+            # members' untraced producers read only by them join too, as in step 3
+            for j in range(n - 1, -1, -1):
+                if not candidate[j] or primary[j] is not None or attached[j] or traced[j] or nodes[j].cls == FREE:
+                    continue
+                us = [u for u in users[j] if primary[u] is not None]
+                if us and all(group_of_region[primary[u].ordinal] == target for u in us) and not dead[j]:
+                    attached[j] = True
+                    groups[target]["members"].append(j)
+
         # placement counts
         for j, nd in enumerate(nodes):
             if not candidate[j]:
@@ -380,6 +427,8 @@ class IreeFormation:
 
         kernels = []
         for grp in groups:
+            if not grp["members"]:
+                continue  # a function-level region no op of ours was found for: lost, warned
             self.used_regions.update(r.ordinal for r in grp["regions"])
             members = sorted(set(grp["members"]))
             dups = sorted(set(grp["dups"]) - set(members))
