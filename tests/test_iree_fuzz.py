@@ -226,6 +226,26 @@ def test_region_with_the_function_location_gets_the_untraced_ops():
     assert s["kernel_bytes"] == 2 * 2 * 2 * 2 * 1 * 4  # the dispatch loads the input and stores the result
     assert [d for d in a.diagnostics if d.severity in ("warning", "remark")] == []
     _check_iree(Program(text=text, op_kinds=frozenset({"transpose"})))
+    # the same beside other work: the composed transpose's dispatch also traces a
+    # negate (the function's argument it loads); it is the transposes' kernel still
+    text = (
+        "func.func public @main(%arg0: tensor<2x2x1x2xf32>) -> (tensor<2x2x1x2xf32>, tensor<2x2x1x2xf32>, tensor<1x2x2x2xf32>) {\n"
+        "  %v1 = stablehlo.negate %arg0 : tensor<2x2x1x2xf32>\n"
+        "  %v2 = stablehlo.negate %arg0 : tensor<2x2x1x2xf32>\n"
+        "  %v3 = stablehlo.transpose %arg0, dims = [0, 2, 3, 1] : (tensor<2x2x1x2xf32>) -> tensor<2x1x2x2xf32>\n"
+        "  %v4 = stablehlo.transpose %v3, dims = [1, 2, 3, 0] : (tensor<2x1x2x2xf32>) -> tensor<1x2x2x2xf32>\n"
+        "  return %v1, %v2, %v4 : tensor<2x2x1x2xf32>, tensor<2x2x1x2xf32>, tensor<1x2x2x2xf32>\n"
+        "}\n"
+    )
+    a = _annotate_iree(text)
+    placement = _dict(ir.DictAttr(a.module.attributes["costmodel.summary"])["iree_placement"])
+    assert (placement["dispatch"], placement["merged"], placement["folded"]) == (3, 1, 0)
+    assert _summary(a)["iree_regions_without_kernel"] == 0
+    transposes = a.ops("stablehlo.transpose")
+    kernel_ids = {ir.IntegerAttr(t.attributes["costmodel.kernel"]).value for t in transposes}
+    negate_id = ir.IntegerAttr(a.ops("stablehlo.negate")[0].attributes["costmodel.kernel"]).value
+    assert len(kernel_ids) == 1 and negate_id not in kernel_ids
+    _check_iree(Program(text=text, op_kinds=frozenset({"transpose", "unary"})))
 
 
 def test_iree_bug_is_one_line():

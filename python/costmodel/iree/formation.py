@@ -188,9 +188,9 @@ class IreeFormation:
         # ops (a case IREE turned into a select, a loop it unrolled) come last, as they
         # are no kernel of the block they sit in
         self.home: dict[int, tuple] = {}
-        # regions that carry only a function's own location (IREE built their op anew,
-        # e.g. one transpose composed of two, and gave it the function's location): their
-        # kernel is made of the function's ops that IREE left without a trace (form())
+        # regions whose root carries the function's own location (IREE built their op
+        # anew, e.g. one transpose composed of two, and gave it the function's location):
+        # their kernel is made of the function's ops that IREE left without a trace (form())
         self.function_level: set = set()
         for r in self.program.regions:
             if r.hoisted:
@@ -204,7 +204,7 @@ class IreeFormation:
             computed, _ = nodes(r.computed)
             held, held_all = nodes(r.traced)
             choice = roots[:1] or computed[-1:] or held[-1:] or roots_all[:1] or held_all[-1:]
-            if choice and held_all and all(ops[n].name == "func.func" for n in held_all):
+            if choice and ops[choice[0]].name == "func.func":
                 # the function's body: the block whose ops the region computes
                 self.home[r.ordinal] = (choice[-1], 0, 0)
                 self.function_level.add(r.ordinal)
@@ -294,6 +294,16 @@ class IreeFormation:
                 pending.append(r)
         for r in sorted(pending, key=lambda r: r.ordinal):
             target = None
+            if r.ordinal in self.function_level:
+                # a region of the function's own location (the ops of ours it traces
+                # besides are only read by it): its members are found below (step 3b),
+                # from the ops IREE left without a trace
+                target = len(groups)
+                groups.append({"members": [], "regions": [], "dups": []})
+                anonymous.append(target)
+                group_of_region[r.ordinal] = target
+                groups[target]["regions"].append(r)
+                continue
             order = sorted({self.node[i] for i in r.root}) + sorted({self.node[i] for i in r.traced})
             for gi in order:
                 k = local.get(gi)
@@ -318,12 +328,6 @@ class IreeFormation:
                         target = max(before, key=lambda gid: max(groups[gid]["members"]))
                     elif after:
                         target = min(after, key=lambda gid: max(groups[gid]["members"]))
-            if target is None and r.ordinal in self.function_level:
-                # a region of the function's own location: its members are found below
-                # (step 3b), from the ops IREE left without a trace
-                target = len(groups)
-                groups.append({"members": [], "regions": [], "dups": []})
-                anonymous.append(target)
             if target is None:
                 continue
             group_of_region[r.ordinal] = target
