@@ -246,6 +246,23 @@ def test_region_with_the_function_location_gets_the_untraced_ops():
     negate_id = ir.IntegerAttr(a.ops("stablehlo.negate")[0].attributes["costmodel.kernel"]).value
     assert len(kernel_ids) == 1 and negate_id not in kernel_ids
     _check_iree(Program(text=text, op_kinds=frozenset({"transpose", "unary"})))
+    # the composed transposes feeding a concatenate: they join the concatenate's kernel
+    # (step 3), and the region is one more launch of it
+    text = (
+        "func.func public @main(%arg0: tensor<2x1x2x2xf32>, %arg1: tensor<1x2x2x1xf32>) -> (tensor<2x1x2x2xf32>, tensor<3x2x2x1xf32>) {\n"
+        "  %v1 = stablehlo.negate %arg0 : tensor<2x1x2x2xf32>\n"
+        "  %v3 = stablehlo.transpose %arg0, dims = [0, 3, 2, 1] : (tensor<2x1x2x2xf32>) -> tensor<2x2x2x1xf32>\n"
+        "  %v4 = stablehlo.transpose %v3, dims = [1, 0, 2, 3] : (tensor<2x2x2x1xf32>) -> tensor<2x2x2x1xf32>\n"
+        "  %v6 = stablehlo.concatenate %v4, %arg1, dim = 0 : (tensor<2x2x2x1xf32>, tensor<1x2x2x1xf32>) -> tensor<3x2x2x1xf32>\n"
+        "  return %v1, %v6 : tensor<2x1x2x2xf32>, tensor<3x2x2x1xf32>\n"
+        "}\n"
+    )
+    a = _annotate_iree(text)
+    assert _summary(a)["iree_regions_without_kernel"] == 0
+    (concat,) = a.ops("stablehlo.concatenate")
+    kc = _dict(concat.attributes["costmodel.kernel_cost"])
+    assert kc["launches"] >= 2  # the concatenate's own region(s) and the transposes' dispatch
+    _check_iree(Program(text=text, op_kinds=frozenset({"transpose", "unary", "concatenate"})))
 
 
 def test_iree_bug_is_one_line():

@@ -400,6 +400,19 @@ class IreeFormation:
                 if us and all(group_of_region[primary[u].ordinal] == target for u in us) and not dead[j]:
                     attached[j] = True
                     groups[target]["members"].append(j)
+            if not groups[target]["members"]:
+                # the untraced ops went to their consumer's kernel (step 3: a composed
+                # transpose feeding a concatenate): the region is one more launch of it
+                took = [
+                    kernel_of[j]
+                    for j in range(n)
+                    if attached[j] and kernel_of[j] is not None and nodes[j].cls != FREE and not _scalar(nodes[j].op)
+                ]
+                if took:
+                    for r in groups[target]["regions"]:
+                        group_of_region[r.ordinal] = took[0]
+                        groups[took[0]]["regions"].append(r)
+                    groups[target]["regions"] = []
 
         # placement counts
         for j, nd in enumerate(nodes):
