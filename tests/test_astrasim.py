@@ -160,6 +160,47 @@ def test_abort_before_every_rank_finished_fails_naming_the_ranks(tmp_path):
         run_astra_sim(d, _script(tmp_path, body))
 
 
+# the upstream crash strikes at a different rank each run: the first run loses rank 0's
+# line, the second one completes (a counter file in the trace directory counts the runs)
+ABORT_ONCE = """n=$(cat runs.txt 2>/dev/null || echo 0); n=$((n + 1)); echo $n > runs.txt
+echo "sys[1] finished, 2000 cycles, exposed communication 300 cycles."
+if [ $n -eq 1 ]; then echo "free(): double free detected in tcache 2" >&2; kill -SIG $$; fi
+echo "sys[0] finished, 1900 cycles, exposed communication 200 cycles."
+kill -ABRT $$
+"""
+
+
+@pytest.mark.parametrize("sig", ["ABRT", "SEGV"])
+def test_a_crash_that_swallowed_ranks_is_run_again(tmp_path, sig):
+    d = _trace_dir(tmp_path)
+    res = run_astra_sim(d, _script(tmp_path, ABORT_ONCE.replace("-SIG", "-" + sig)))
+    assert open(os.path.join(d, "runs.txt")).read().strip() == "2"
+    assert res.cycles == {0: 1900, 1: 2000} and res.returncode == -6
+    teardown, rerun = res.warnings
+    assert "after all 2 ranks finished" in teardown
+    assert "run 2 times: 1 run(s) died of a signal before every rank printed its result" in rerun
+
+
+def test_runs_are_bounded_and_other_failures_are_not_rerun(tmp_path):
+    d = _trace_dir(tmp_path, ranks=3)
+    body = """n=$(cat runs.txt 2>/dev/null || echo 0); echo $((n + 1)) > runs.txt
+echo "sys[1] finished, 2000 cycles, exposed communication 300 cycles."
+kill -ABRT $$
+"""
+    with pytest.raises(AstraSimError, match=r"2 of 3 ranks did not finish \(rank 0, 2\) \(in each of 3 runs: a crash"):
+        run_astra_sim(d, _script(tmp_path, body), attempts=3)
+    assert open(os.path.join(d, "runs.txt")).read().strip() == "3"
+    os.remove(os.path.join(d, "runs.txt"))
+    with pytest.raises(AstraSimError, match=r"did not finish \(rank 0, 2\): "):
+        run_astra_sim(d, _script(tmp_path, body), attempts=1)
+    assert open(os.path.join(d, "runs.txt")).read().strip() == "1"
+    # a failing status other than an abort is the simulator's own error: one run
+    os.remove(os.path.join(d, "runs.txt"))
+    with pytest.raises(AstraSimError, match="exited with status 3"):
+        run_astra_sim(d, _script(tmp_path, body.replace("kill -ABRT $$", "exit 3")))
+    assert open(os.path.join(d, "runs.txt")).read().strip() == "1"
+
+
 def test_other_signals_after_finishing_are_failures(tmp_path):
     d = _trace_dir(tmp_path)
     with pytest.raises(AstraSimError, match=r"killed by SIGSEGV .* after all ranks finished \(only an abort at teardown"):
