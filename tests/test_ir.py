@@ -132,7 +132,18 @@ def test_native_print_is_byte_for_byte_get_asm(ctx, flags, tmp_path, monkeypatch
     op = cir.load_module(ctx, data, "transformer.mlir")
     # a module with a symbol name ('/' in it) and attributes on the module itself
     named = cir.load_module(ctx, 'module @"a/b" attributes {x.y = 1 : i64} {\n' + MODULE + "}\n", "n.mlir")
-    for module in (op, named):
+    # a dense_resource blob (JAX exports keep large constants so): get_asm keeps it whole
+    # whatever the elements limit, and so must the native printer
+    resource = cir.load_module(
+        ctx,
+        "func.func @f() -> tensor<4xf32> {\n"
+        "  %0 = stablehlo.constant dense_resource<blob1> : tensor<4xf32>\n"
+        "  return %0 : tensor<4xf32>\n"
+        "}\n"
+        '{-#\n  dialect_resources: {\n    builtin: {\n      blob1: "0x040000000000803F0000004000004040000080400000A040"\n    }\n  }\n#-}\n',
+        "r.mlir",
+    )
+    for module in (op, named, resource):
         native = cir._print_native(
             module,
             debug_info=flags.get("debug_info", False),

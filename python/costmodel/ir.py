@@ -427,6 +427,7 @@ def print_module(
 NATIVE_PRINT_BASE_BYTES = 256 << 20
 NATIVE_PRINT_INPUT_FACTOR = 32
 NATIVE_PRINT_DEFAULT_BYTES = 2 << 30  # the room asked for when the input size is unknown
+NO_RESOURCE_LIMIT = (1 << 62)  # a resource-string limit no blob reaches
 
 
 def _no_op_pass(op, pass_) -> None:
@@ -474,6 +475,9 @@ def _print_native(op, *, debug_info: bool, generic: bool, large_elements_limit, 
             print_after_all=True,
             print_module_scope=False,  # the module is the op printed; needs no single-threaded context
             large_elements_limit=large_elements_limit,
+            # resources are kept whole, as get_asm keeps them (by default the IR printer
+            # elides them at the elements limit too)
+            large_resource_limit=None if large_elements_limit is None else NO_RESOURCE_LIMIT,
             enable_debug_info=debug_info,
             print_generic_op_form=generic,
             tree_printing_dir_path=d,
