@@ -265,6 +265,30 @@ def test_region_with_the_function_location_gets_the_untraced_ops():
     _check_iree(Program(text=text, op_kinds=frozenset({"transpose", "unary", "concatenate"})))
 
 
+def test_function_location_region_beside_a_case_predicate():
+    """Fuzzer find (a traceback): the function-level region's group, still without
+    members, met the rule that gives a case predicate's dispatch to the nearest kernel."""
+    text = (
+        "func.func public @main(%arg0: tensor<2x2x2x1xf32>, %arg1: tensor<i32>) -> (tensor<2x2x2x1xf32>, tensor<2x2x2x1xf32>, tensor<2x2x2x1xf32>) {\n"
+        "  %v1 = stablehlo.negate %arg0 : tensor<2x2x2x1xf32>\n"
+        "  %v3 = stablehlo.transpose %arg0, dims = [0, 2, 1, 3] : (tensor<2x2x2x1xf32>) -> tensor<2x2x2x1xf32>\n"
+        "  %v4 = stablehlo.transpose %v3, dims = [1, 0, 2, 3] : (tensor<2x2x2x1xf32>) -> tensor<2x2x2x1xf32>\n"
+        '  %v6 = "stablehlo.case"(%arg1) ({\n'
+        "    stablehlo.return %arg0 : tensor<2x2x2x1xf32>\n"
+        "  }, {\n"
+        "    %v7 = stablehlo.negate %arg0 : tensor<2x2x2x1xf32>\n"
+        "    stablehlo.return %v7 : tensor<2x2x2x1xf32>\n"
+        "  }) : (tensor<i32>) -> tensor<2x2x2x1xf32>\n"
+        "  return %v1, %v4, %v6 : tensor<2x2x2x1xf32>, tensor<2x2x2x1xf32>, tensor<2x2x2x1xf32>\n"
+        "}\n"
+    )
+    _check_iree(Program(text=text, op_kinds=frozenset({"case", "transpose", "unary"})))
+    from costmodel.ir import ir
+
+    kernels = {ir.IntegerAttr(op.attributes["costmodel.kernel"]).value for op in _annotate_iree(text).ops("stablehlo.transpose")}
+    assert len(kernels) == 1  # the two transposes: one kernel, the composed dispatch
+
+
 def test_iree_bug_is_one_line():
     """Fuzzer find: IREE 3.13 fails on this valid program (a bug of its dispatch
     creation: "failed to legalize unresolved materialization"); plain iree-compile fails

@@ -322,8 +322,9 @@ class IreeFormation:
                 # last before that op, else the first after it
                 at = min(here)
                 if at is not None:
-                    before = [gid for gid, grp in enumerate(groups) if max(grp["members"]) < at]
-                    after = [gid for gid, grp in enumerate(groups) if max(grp["members"]) > at]
+                    # (a function-level region's group has no members yet: step 3b)
+                    before = [gid for gid, grp in enumerate(groups) if grp["members"] and max(grp["members"]) < at]
+                    after = [gid for gid, grp in enumerate(groups) if grp["members"] and max(grp["members"]) > at]
                     if before:
                         target = max(before, key=lambda gid: max(groups[gid]["members"]))
                     elif after:
