@@ -289,6 +289,32 @@ def test_function_location_region_beside_a_case_predicate():
     assert len(kernels) == 1  # the two transposes: one kernel, the composed dispatch
 
 
+def test_function_location_region_of_a_materialized_operand():
+    """Fuzzer find: IREE materializes a transposed operand a second time, for the
+    scatter that updates it in place, in a dispatch with the function's location; the
+    transpose has a kernel already (its own dispatch), so the region is one more launch
+    of it (the op whose result is as large as what the region stores)."""
+    text = (
+        "func.func public @main(%arg0: tensor<1x2x2x2xf32>, %arg1: tensor<2xf32>, %arg2: tensor<1x1xi32>, %arg3: tensor<1x1x2x2xf32>) -> (tensor<1x2x2xf32>, tensor<2x1x2x2xf32>) {\n"
+        "  %v1 = stablehlo.transpose %arg0, dims = [1, 0, 3, 2] : (tensor<1x2x2x2xf32>) -> tensor<2x1x2x2xf32>\n"
+        "  %v2 = stablehlo.dot_general %v1, %arg1, contracting_dims = [0] x [0] : (tensor<2x1x2x2xf32>, tensor<2xf32>) -> tensor<1x2x2xf32>\n"
+        '  %v6 = "stablehlo.scatter"(%v1, %arg2, %arg3) ({\n'
+        "  ^bb0(%s3: tensor<f32>, %s4: tensor<f32>):\n"
+        "    %s5 = stablehlo.add %s3, %s4 : tensor<f32>\n"
+        "    stablehlo.return %s5 : tensor<f32>\n"
+        "  }) {indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1, 2, 3], "
+        "inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, unique_indices = false} : "
+        "(tensor<2x1x2x2xf32>, tensor<1x1xi32>, tensor<1x1x2x2xf32>) -> tensor<2x1x2x2xf32>\n"
+        "  return %v2, %v6 : tensor<1x2x2xf32>, tensor<2x1x2x2xf32>\n"
+        "}\n"
+    )
+    _check_iree(Program(text=text, op_kinds=frozenset({"dot_general", "scatter", "transpose"})))
+    a = _annotate_iree(text)
+    assert _summary(a)["iree_regions_without_kernel"] == 0
+    (t,) = a.ops("stablehlo.transpose")
+    assert _dict(t.attributes["costmodel.kernel_cost"])["launches"] == 2
+
+
 def test_iree_bug_is_one_line():
     """Fuzzer find: IREE 3.13 fails on this valid program (a bug of its dispatch
     creation: "failed to legalize unresolved materialization"); plain iree-compile fails

@@ -52,6 +52,7 @@ from ..kernels.formation import (
     CONV,
     FREE,
     GEMM,
+    MOVEMENT,
     OPAQUE,
     REDUCE,
     TERMINATORS,
@@ -409,6 +410,22 @@ class IreeFormation:
                     for j in range(n)
                     if attached[j] and kernel_of[j] is not None and nodes[j].cls != FREE and not _scalar(nodes[j].op)
                 ]
+                if not took:
+                    # else the value IREE materialized: an op of the block with a kernel
+                    # whose result is as large as what the region stores (a transposed
+                    # operand a scatter updates in place), a data movement op first
+                    stored = sum(r.bytes_written for r in groups[target]["regions"])
+                    same = [
+                        j
+                        for j in range(n)
+                        if candidate[j]
+                        and kernel_of[j] is not None
+                        and nodes[j].cls != FREE
+                        and not _scalar(nodes[j].op)
+                        and _result_bytes(nodes[j].op) == stored
+                    ]
+                    same.sort(key=lambda j: (nodes[j].cls != MOVEMENT, j))
+                    took = [kernel_of[j] for j in same[:1]]
                 if took:
                     for r in groups[target]["regions"]:
                         group_of_region[r.ordinal] = took[0]
@@ -590,6 +607,15 @@ def _attrs(op) -> dict:
         if not name.startswith("costmodel."):
             out[name] = str(op.attributes[name])
     return out
+
+
+def _result_bytes(op) -> int:
+    from ..shapes import type_info
+
+    try:
+        return sum(type_info(r.type).nbytes for r in op.results)
+    except Exception:  # not a tensor type we know: no match
+        return -1
 
 
 def _scalar(op) -> bool:
