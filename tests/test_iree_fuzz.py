@@ -45,6 +45,13 @@ def _annotate_iree(text: str) -> Annotated:
     return Annotated(module, engine, engine.func_totals("main"), diags.diagnostics)
 
 
+def _placement(a: Annotated) -> dict:
+    """Where every op went (`iree_placement` of the module summary)."""
+    from costmodel.ir import ir
+
+    return _dict(ir.DictAttr(a.module.attributes["costmodel.summary"])["iree_placement"])
+
+
 def _check_block_flops(a: Annotated) -> None:
     def visit(op):
         for region in op.regions:
@@ -107,9 +114,8 @@ def _check_iree(program: Program) -> None:
     assert (s["total_flops"], s["total_transcendentals"]) == (s_none["total_flops"], s_none["total_transcendentals"])
     _check_block_flops(a)
     assert s["iree_regions_without_kernel"] == len(lost)
-    from costmodel.ir import ir
 
-    placement = _dict(ir.DictAttr(a.module.attributes["costmodel.summary"])["iree_placement"])
+    placement = _placement(a)
     formed = sum(
         1 for op in a.ops() if op.parent.name in KERNEL_BLOCK_PARENTS and op.name not in NOT_FORMED
     )
@@ -140,9 +146,8 @@ def test_double_negation_is_folded_and_counted():
         "}\n"
     )
     a = _annotate_iree(text)
-    from costmodel.ir import ir
 
-    placement = _dict(ir.DictAttr(a.module.attributes["costmodel.summary"])["iree_placement"])
+    placement = _placement(a)
     assert placement["folded"] == 2 and _summary(a)["kernel_count"] == 0
     (remark,) = [d for d in a.diagnostics if d.severity == "remark"]
     assert "2 op(s) (stablehlo.negate) have no trace in IREE's program" in remark.message
@@ -160,9 +165,8 @@ def test_twin_ops_are_merged():
         "}\n"
     )
     a = _annotate_iree(text)
-    from costmodel.ir import ir
 
-    placement = _dict(ir.DictAttr(a.module.attributes["costmodel.summary"])["iree_placement"])
+    placement = _placement(a)
     assert (placement["dispatch"], placement["merged"]) == (1, 1)
     _check_iree(Program(text=text, op_kinds=frozenset({"unary"})))
 
@@ -220,7 +224,7 @@ def test_region_with_the_function_location_gets_the_untraced_ops():
     from costmodel.ir import ir
 
     s = _summary(a)
-    placement = _dict(ir.DictAttr(a.module.attributes["costmodel.summary"])["iree_placement"])
+    placement = _placement(a)
     assert placement["dispatch"] == 2 and placement["folded"] == placement["host"] == 0
     assert s["kernel_count"] == 1 and s["iree_regions_without_kernel"] == 0
     assert s["kernel_bytes"] == 2 * 2 * 2 * 2 * 1 * 4  # the dispatch loads the input and stores the result
@@ -238,7 +242,7 @@ def test_region_with_the_function_location_gets_the_untraced_ops():
         "}\n"
     )
     a = _annotate_iree(text)
-    placement = _dict(ir.DictAttr(a.module.attributes["costmodel.summary"])["iree_placement"])
+    placement = _placement(a)
     assert (placement["dispatch"], placement["merged"], placement["folded"]) == (3, 1, 0)
     assert _summary(a)["iree_regions_without_kernel"] == 0
     transposes = a.ops("stablehlo.transpose")
