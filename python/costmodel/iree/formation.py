@@ -58,6 +58,7 @@ from ..kernels.formation import (
     TERMINATORS,
     Kernel,
     _gemm_shape,
+    _nbytes,
 )
 from ..rules import REGION_OPS
 from .compiler import DEFAULT_FLAGS, _api, compile_prepared, prepare
@@ -381,8 +382,7 @@ class IreeFormation:
         # a trace: the tensor ops of the block that no region holds, no consumer's kernel
         # took, that are not dead, free, hoisted or a twin of a placed op (their host-side
         # reshapes may carry their location; scalar work stays on the host)
-        if anonymous:
-            target = anonymous[0]
+        for target in anonymous:  # the first takes the untraced ops; the others, the fallback below
             for j in range(n):
                 nd = nodes[j]
                 if not candidate[j] or primary[j] is not None or attached[j] or traced[j]:
@@ -422,7 +422,7 @@ class IreeFormation:
                         and kernel_of[j] is not None
                         and nodes[j].cls != FREE
                         and not _scalar(nodes[j].op)
-                        and _result_bytes(nodes[j].op) == stored
+                        and sum(_nbytes(v) for v in nodes[j].op.results) == stored
                     ]
                     same.sort(key=lambda j: (nodes[j].cls != MOVEMENT, j))
                     took = [kernel_of[j] for j in same[:1]]
@@ -607,15 +607,6 @@ def _attrs(op) -> dict:
         if not name.startswith("costmodel."):
             out[name] = str(op.attributes[name])
     return out
-
-
-def _result_bytes(op) -> int:
-    from ..shapes import type_info
-
-    try:
-        return sum(type_info(r.type).nbytes for r in op.results)
-    except Exception:  # not a tensor type we know: no match
-        return -1
 
 
 def _scalar(op) -> bool:
