@@ -48,8 +48,8 @@ OP_KINDS = (
 )
 
 # _IDENTITY_NOTE: movement ops that change nothing (broadcast/reshape to the same shape,
-# the identity transpose, a full slice, a zero pad) are never generated: XLA's conversion
-# folds them away, so `subtract(x, broadcast(x))` becomes `subtract(x, x)` and then 0
+# the identity transpose or one that moves size-1 dimensions only, a full slice, a zero
+# pad) are never generated: XLA's conversion folds them away, so `subtract(x, broadcast(x))` becomes `subtract(x, x)` and then 0
 # (folded, not counted) while we count the program as written. For the same reason two
 # operands of one op are never the same value (select(p, a, a) -> a).
 MAX_DIM = 5
@@ -188,8 +188,9 @@ class _Builder:
 
     def op_transpose(self, x):
         perm = self.draw(st.permutations(range(len(x.shape))))
-        if list(perm) == sorted(perm):
-            return None  # an identity (see _IDENTITY_NOTE)
+        moved = [p for p in perm if x.shape[p] != 1]  # the dimensions with data, in their new order
+        if tuple(x.shape[p] for p in perm) == x.shape and moved == sorted(moved):
+            return None  # an identity, perhaps moving size-1 dimensions only (see _IDENTITY_NOTE)
         self.use(x)
         out = self.fresh()
         r = Value(out, tuple(x.shape[p] for p in perm), x.dtype)
