@@ -289,6 +289,91 @@ def test_at_most_eight_reductions_per_kernel():
     assert sorted(k["bytes_written"] // (256 * F32) for k in ks) == [2, 8]  # reductions per kernel
 
 
+def _sibling_reductions(n: int, shape: tuple, dims: list, dtype: str) -> str:
+    """`n` sum reductions of x * c_i over `dims`, all returned."""
+    t = f"tensor<{'x'.join(map(str, shape))}x{dtype}>"
+    kept = [s for d, s in enumerate(shape) if d not in dims]
+    r = f"tensor<{'x'.join(map(str, kept))}x{dtype}>" if kept else f"tensor<{dtype}>"
+    lines = [f"func.func @main(%x: {t}) -> (" + ", ".join([r] * n) + ") {"]
+    lines.append(f"  %z = stablehlo.constant dense<0.0> : tensor<{dtype}>")
+    for i in range(n):
+        lines.append(f"  %c{i} = stablehlo.constant dense<{i + 1}.0> : {t}")
+        lines.append(f"  %m{i} = stablehlo.multiply %x, %c{i} : {t}")
+        lines.append(
+            f"  %r{i} = stablehlo.reduce(%m{i} init: %z) applies stablehlo.add across dimensions = {dims} : ({t}, tensor<{dtype}>) -> {r}"
+        )
+    lines.append("  return " + ", ".join(f"%r{i}" for i in range(n)) + " : " + ", ".join([r] * n))
+    lines.append("}")
+    return "\n".join(lines)
+
+
+# XLA GPU's shared memory per reduction (gpu_fusible.cc SharedMemoryUsageNoCache)
+COLUMN_SMEM = 4 * 32 * 33  # elements: __shared__[4][32][33]
+ROW_SMEM = 32  # elements: __shared__[32]
+SMEM_PER_BLOCK = 48 * 1024  # bytes: CUDA's sharedMemPerBlock
+
+
+@pytest.mark.parametrize(
+    "dtype, nbytes, per_kernel",
+    [
+        ("f32", F32, SMEM_PER_BLOCK // (COLUMN_SMEM * F32)),  # 2: a third one is 50,688 B > 49,152 B
+        ("bf16", BF16, SMEM_PER_BLOCK // (COLUMN_SMEM * BF16)),  # 5
+    ],
+)
+def test_column_reductions_per_kernel_bounded_by_shared_memory(dtype, nbytes, per_kernel):
+    """FusionFitsInBudget: the reductions of a multi-output kernel share a block's 48 KiB
+    of shared memory; a column reduction (the minor dimension kept) takes 4 x 32 x 33
+    elements of it. Six sibling column reductions of one tensor (4096 rows, one kernel
+    each before fusion, no tree split) make ceil(6 / per_kernel) kernels on xla-gpu; the
+    TPU has no such budget (one kernel, at most 8 reductions)."""
+    text = _sibling_reductions(6, (4096, 64), [0], dtype)
+    a = run_annotate(text, fusion="xla-gpu")
+    ks = kernels(a)
+    assert len(ks) == -(-6 // per_kernel)
+    assert sorted(k["bytes_written"] // (64 * nbytes) for k in ks) == sorted(
+        [per_kernel] * (6 // per_kernel) + ([6 % per_kernel] if 6 % per_kernel else [])
+    )
+    for k in ks:  # each kernel reads x once
+        assert k["bytes_read"] == 4096 * 64 * nbytes  # x (the init value is a constant, folded in)
+    (k,) = kernels(run_annotate(text, fusion="xla-tpu"))
+    assert k["bytes_written"] == 6 * 64 * nbytes
+
+
+def test_row_reductions_take_little_shared_memory():
+    """A row reduction (the minor dimension reduced) takes 32 elements: eight of them
+    (the reduction bound) fit in one kernel, as before the shared-memory budget."""
+    assert 8 * ROW_SMEM * F32 <= SMEM_PER_BLOCK
+    (k,) = kernels(run_annotate(_sibling_reductions(8, (64, 4096), [1], "f32"), fusion="xla-gpu"))
+    assert k["bytes_written"] == 8 * 64 * F32
+
+
+@pytest.mark.parametrize(
+    "shape, dims, kind",
+    [
+        ((256, 1024), [1], (True, (1, 256, 1024))),  # row: [K, R]
+        ((4096, 64), [0], (False, (1, 4096, 64))),  # column: [R, K]
+        ((8, 512, 64), [1], (False, (8, 512, 64))),  # column: [K, R, K]
+        ((8, 512, 64), [0, 2], (True, (8, 512, 64))),  # batched row: [R, K, R]
+        ((64, 56, 56, 64), [0, 1, 2], (False, (1, 64 * 56 * 56, 64))),  # batch-norm statistics (NHWC)
+        ((64, 56, 56, 64), [1, 2], (False, (64, 56 * 56, 64))),
+        ((16, 32), [0, 1], (True, (1, 1, 16 * 32))),  # to a scalar
+        ((4, 1, 8), [0, 2], (True, (1, 1, 4 * 8))),  # the kept dimensions have one element
+        ((2, 3, 4, 5), [0, 2], None),  # neither consecutive: the elemental emitter
+    ],
+)
+def test_reduction_kind_as_xla_gpu(shape, dims, kind):
+    from costmodel.kernels.formation import _reduction_kind
+
+    assert _reduction_kind(list(shape), dims) == kind
+
+
+def test_small_column_reductions_need_no_shared_memory():
+    """IsUnnestedReductionFasterThanElemental: a column reduction over fewer than 32
+    rows is emitted elementwise (no shared memory), so eight of them share a kernel."""
+    (k,) = kernels(run_annotate(_sibling_reductions(8, (16, 4096), [0], "f32"), fusion="xla-gpu"))
+    assert k["bytes_written"] == 8 * 4096 * F32
+
+
 def test_returned_producer_joins_its_consumer_as_an_extra_output():
     """Producer-consumer multi-output fusion: exp(x) is returned (so it cannot be fused
     away) and reduced; it is computed in the reduction's kernel, which writes it."""

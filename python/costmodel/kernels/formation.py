@@ -147,6 +147,14 @@ MAX_ANCESTRY_NODES = 40000
 MAX_FUSION_PARAMS = 96
 # XLA GPU gpu_fusible.cc: kMaxUnnestedReductionOutputsPerFusion.
 MAX_UNNESTED_REDUCTIONS = 8
+# XLA GPU gpu_fusible.cc FusionFitsInBudget: the shared memory of the reductions of a fused
+# kernel at most the device's `shared_memory_per_block`, CUDA's sharedMemPerBlock: 48 KiB
+# (49,152 bytes, the static per-block limit on every NVIDIA GPU since compute capability
+# 3.0, CUDA C++ Programming Guide, "Technical Specifications per Compute Capability").
+# SharedMemoryUsageNoCache: a row reduction uses __shared__[32] of its input's element
+# type, a column reduction __shared__[4][32][33] (per output of a variadic reduce).
+SHARED_MEMORY_PER_BLOCK = 48 * 1024
+WARP_SIZE = 32
 # XLA GPU's kKernelLaunchOverhead (gpu_performance_model_base.h: 1 us), the launch a fusion
 # saves, in bytes of memory traffic at 1,555 GB/s (A100-40GB HBM2, datasheet), so that
 # kernel formation stays independent of the hardware that costs it.
@@ -344,6 +352,7 @@ class _Groups:
         self.max_index = list(range(n))
         self.has_reduce = [False] * n
         self.nred = [0] * n  # reductions in the kernel (XLA: unnested reduction outputs)
+        self.smem = [0] * n  # shared memory bytes of its reductions (xla-gpu: SharedMemoryUsage)
         self.epilogue_ops = [0] * n
         self.multi = [False] * n  # a multi-output fusion (sibling or producer-consumer MOF)
         self.expensive = [False] * n  # holds an expensive op (XLA IsExpensive)
@@ -392,6 +401,7 @@ class _Groups:
         self.size[g] += self.size[gi]
         self.nopnd[g] += self.nopnd[gi]
         self.nred[g] += self.nred[gi]
+        self.smem[g] += self.smem[gi]
         if self.max_index[gi] > self.max_index[g]:
             self.max_index[g] = self.max_index[gi]
         # the flags: true when either side's is
@@ -485,6 +495,8 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
             g.has_reduce[j] = True
             g.hero[j] = j
             g.nred[j] = 1
+            if policy == "xla-gpu":
+                g.smem[j] = _reduction_shared_memory(nd)
         elif name in EXPENSIVE_OPS:
             g.expensive[j] = True
         if name in REUSING_OPS:
@@ -1045,10 +1057,12 @@ class _Formation:
         return g.computes[gid]
 
     def fits(self, a: int, b: int) -> bool:
-        """FusionFitsInBudget: at most 8 unnested reductions, and the operand budget."""
+        """FusionFitsInBudget: at most 8 unnested reductions, their shared memory within
+        a block's (xla-gpu), and the operand budget."""
         g = self.g
         return (
             g.nred[a] + g.nred[b] <= MAX_UNNESTED_REDUCTIONS
+            and g.smem[a] + g.smem[b] <= SHARED_MEMORY_PER_BLOCK
             and g.size[a] + g.size[b] <= MAX_FUSION_PARAMS * 4
             and self.within_budget(a, b)
         )
@@ -1663,6 +1677,77 @@ def _select_and_scatter_expanded(nd: Node):
     read += index_bytes + source.nbytes + n * eo  # 4: scatter, in place
     written += n * eo
     return read, written, 4
+
+
+def _reduction_shared_memory(nd: Node) -> int:
+    """Bytes of shared memory XLA GPU's reduction emitter gives this reduce in a kernel
+    (gpu_fusible.cc SharedMemoryUsageNoCache): 32 elements for a row reduction (the
+    minor dimension reduced), 4 x 32 x 33 for a column reduction (minor dimensions
+    kept), per output; 0 when XLA emits it elementwise, not as an unnested reduction
+    (IsReductionFromOrToContiguousDimensions: neither the kept nor the reduced dimensions
+    consecutive, or IsUnnestedReductionFasterThanElemental false)."""
+    try:
+        from ..rules import _i64_list
+
+        shape = list(type_info(_operand_type(nd, 0)).shape)
+        esize = type_info(_operand_type(nd, 0)).elem_bytes
+        dims = sorted(set(_i64_list(nd.op, "dimensions") or []))
+    except Exception:
+        return 0
+    rank = len(shape)
+    if not dims or not rank or esize <= 0:
+        return 0
+    kind = _reduction_kind(shape, dims)
+    if kind is None:
+        return 0  # neither the kept nor the reduced dimensions consecutive: elemental
+    row, (_depth, height, width) = kind
+    if height <= 0 or width <= 0:
+        return 0  # an empty tensor: nothing to reduce
+    if row:  # IsUnnestedReductionFasterThanElemental, rows: the minor reduced extent
+        if not (width >= WARP_SIZE or WARP_SIZE % width == 0):
+            return 0
+    elif (
+        height < WARP_SIZE
+        or (height < 2 * WARP_SIZE and width < WARP_SIZE)
+        or (height < 4 * WARP_SIZE and width < 8)
+        or (height < 8 * WARP_SIZE and width < 3)
+    ):
+        return 0  # a small column reduction: the elemental emitter
+    outputs = max(1, len(nd.results) if nd.results is not None else len(nd.op.results))
+    per_output = WARP_SIZE if row else 4 * WARP_SIZE * 33
+    return per_output * esize * outputs
+
+
+def _reduction_kind(shape: list, dims: list) -> tuple | None:
+    """XLA GPU's GetReductionKindAndContiguousComponents (row-major layouts): (is a row
+    reduction, (depth, height, width)): rows reduce [D, H, W] -> [H] (W the minor reduced
+    extent), columns [D, H, W] -> [D, W] (H reduced); None when neither the kept nor the
+    reduced dimensions are consecutive."""
+    rank = len(shape)
+    kept = [d for d in range(rank) if d not in dims]
+    if not kept:
+        return True, (1, 1, math.prod(shape))
+
+    def consecutive(ds):
+        return ds[-1] - ds[0] == len(ds) - 1
+
+    if consecutive(kept):
+        a = math.prod(shape[: kept[0]])
+        b = math.prod(shape[kept[0] : kept[-1] + 1])
+        c = math.prod(shape[kept[-1] + 1 :])
+        if b == 1:
+            return True, (1, 1, a * c)
+        if c == 1:
+            return False, (1, a, b)
+        return True, (a, b, c)
+    if consecutive(dims):
+        a = math.prod(shape[: dims[0]])
+        b = math.prod(shape[dims[0] : dims[-1] + 1])
+        c = math.prod(shape[dims[-1] + 1 :])
+        if c == 1:
+            return True, (1, a, b)
+        return False, (a, b, c)
+    return None
 
 
 def _tree_split_bytes(nd: Node) -> int:
