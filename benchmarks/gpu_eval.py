@@ -131,9 +131,12 @@ def predict(path: str, system: str, backend: str):
 
 def predicted_kernels(path: str, hardware: str, backend: str = "calibrated"):
     """The kernels (costmodel.kernels.report.KernelRow) of the inlined program, as
-    predict_step forms them."""
+    predict_step forms them (a program with shardings partitioned first: the LLaMA
+    exports carry a one-device mesh)."""
     from costmodel.ir import DEEP_RECURSION, DiagnosticEngine, inline_calls, load_module, make_context, recursion_limit
     from costmodel.kernels.report import collect_kernels
+    from costmodel.partitioning import find_unpartitioned_sharding
+    from costmodel.passes import PassSession, get_pass, parse_options
     from costmodel.passes.annotate_cost import annotate_module
 
     with open(path, "rb") as f:
@@ -141,6 +144,9 @@ def predicted_kernels(path: str, hardware: str, backend: str = "calibrated"):
     ctx = make_context()
     with recursion_limit(DEEP_RECURSION), ctx:
         module = load_module(ctx, data, os.path.basename(path))
+        if find_unpartitioned_sharding(module) is not None:
+            prop = get_pass("propagate-shardings")
+            prop.run(module, parse_options(prop, ""), PassSession(diagnostics=DiagnosticEngine(path)))
         inline_calls(module)
         annotate_module(module, DiagnosticEngine(path), hardware=hardware, backend=backend, fusion="")
         return collect_kernels(module)
@@ -270,7 +276,7 @@ def section_kernels(args, runs, doc) -> None:
         traces = tar_members(os.path.join(args.data, run_name, "traces.tar"))
         for fname, blob in sorted(traces.items()):
             m = re.match(r"(.+?)_(train|inference)_1_device_(\d+)_steps", fname)
-            if not m or m.group(1) not in RESNETS or any(d["model"] == m.group(1) and d["mode"] == m.group(2)
+            if not m or m.group(1) not in (*RESNETS, "llama3-100m") or any(d["model"] == m.group(1) and d["mode"] == m.group(2)
                                                          for d in doc["kernels"]):
                 continue
             model, mode, steps = m.group(1), m.group(2), int(m.group(3))
