@@ -978,3 +978,121 @@ module attributes {mhlo.num_replicas = 2 : i32, mhlo.num_partitions = 1 : i32} {
     assert "dead_op_count" not in summary(a)  # %e is read in a branch; %n by the collective
     ids = kernel_ids(a)
     assert "stablehlo.exponential" in ids and "stablehlo.negate" in ids  # both in a kernel (one, as siblings)
+
+
+# --- XLA GPU's DotMerger ---------------------------------------------------------------
+BF16_T = "tensor<256x512xbf16>"
+BF16_W = "tensor<512x512xbf16>"
+
+
+def _qkv(order: str = "dots first", dtype_v: str = "bf16") -> str:
+    """Three projections of one activation (a layer's q, k and v)."""
+    wv = BF16_W.replace("bf16", dtype_v)
+    tv = BF16_T.replace("bf16", dtype_v)
+    dot = "stablehlo.dot_general %x, {w}, contracting_dims = [1] x [0] : ({t}, {wt}) -> {rt}"
+    q = "%q = " + dot.format(w="%wq", t=BF16_T, wt=BF16_W, rt=BF16_T)
+    k = "%k = " + dot.format(w="%wk", t=BF16_T, wt=BF16_W, rt=BF16_T)
+    xv = "%xv = stablehlo.convert %x : (" + BF16_T + ") -> " + tv if dtype_v != "bf16" else ""
+    v = "%v = " + dot.format(w="%wv", t=tv, wt=wv, rt=tv).replace("%x,", "%xv," if dtype_v != "bf16" else "%x,")
+    e = "%e = stablehlo.exponential %q : " + BF16_T
+    body = [q, e, k, xv, v] if order == "reader between" else [q, k, xv, v, e]
+    return (
+        f"func.func @main(%x: {BF16_T}, %wq: {BF16_W}, %wk: {BF16_W}, %wv: {wv}) -> ({BF16_T}, {BF16_T}, {tv}) {{\n  "
+        + "\n  ".join(line for line in body if line)
+        + f"\n  return %e, %k, %v : {BF16_T}, {BF16_T}, {tv}\n}}"
+    )
+
+
+def _kernel_attr(a, key):
+    for op in a.ops():
+        if "costmodel.kernel_cost" in op.attributes:
+            d = ir.DictAttr(op.attributes["costmodel.kernel_cost"])
+            if key in d:
+                return ir.IntegerAttr(d[key]).value
+    return None
+
+
+@pytest.mark.parametrize("order", ["dots first", "reader between"])
+def test_dots_sharing_an_operand_merge_into_one_gemm(order):
+    """XLA GPU's DotMerger (before fusion): q, k and v of one activation become one GEMM
+    over the concatenated weights, written first by a concatenate kernel (2 launches);
+    the exponential of q reads its slice of the result. Also when a reader of q comes
+    before the last dot in program order."""
+    a = run_annotate(_qkv(order), fusion="xla-gpu")
+    ks = kernels(a)
+    gemm = next(k for k in ks if k["kind"] == "gemm")
+    x, w, out = 256 * 512 * BF16, 512 * 512 * BF16, 256 * 512 * BF16
+    assert len(ks) == 2 and gemm["ops"] == 3 and gemm["launches"] == 2
+    assert gemm["flops"] == 3 * 2 * 256 * 512 * 512  # one FMA = 2 flops
+    # the GEMM reads x and the concatenation; the concatenate reads the three weights
+    assert gemm["bytes_read"] == x + 3 * w + 3 * w
+    assert gemm["bytes_written"] == 3 * out + 3 * w  # q, k, v; the concatenation
+    assert _kernel_attr(a, "merged_dots") == 3
+    _ctx, _module, blocks = _formed_blocks(_qkv(order))
+    for nodes, ks in blocks:
+        assert_kernels_acyclic(nodes, ks)
+
+
+def test_merged_dots_are_one_wider_gemm_for_the_backend():
+    """The merged GEMM's N is the sum of the dots' N (3 x 512): the calibrated backend
+    sees one 256 x 1536 x 512 problem, not three 256 x 512 x 512 ones."""
+    from costmodel.backends import make_backend
+    from costmodel.hardware import load_hardware
+
+    a = run_annotate(_qkv(), fusion="xla-gpu", backend="calibrated", hardware="h100-sxm")
+    eff = _kernel_cost_float(a, "tile_efficiency")
+    backend = make_backend("calibrated", load_hardware("h100-sxm"), {})
+    assert eff == pytest.approx(backend.tile_efficiency(256, 3 * 512, 1, 512), rel=1e-6)
+
+
+def _kernel_cost_float(a, key):
+    for op in a.ops():
+        if "costmodel.kernel_cost" in op.attributes:
+            d = ir.DictAttr(op.attributes["costmodel.kernel_cost"])
+            if key in d:
+                return ir.FloatAttr(d[key]).value
+    return None
+
+
+def test_dots_of_other_types_or_on_tpu_do_not_merge():
+    """DotMerger needs equal element types; and it is XLA GPU's (xla-tpu keeps 3 GEMMs)."""
+    a = run_annotate(_qkv(dtype_v="f32"), fusion="xla-gpu")
+    gemms = sorted((k["launches"], k["ops"]) for k in kernels(a) if k["kind"] == "gemm")
+    assert gemms == [(1, 2), (2, 2)]  # v (f32, with its input's convert) alone; q and k merged
+    assert sum(1 for k in kernels(run_annotate(_qkv(), fusion="xla-tpu")) if k["kind"] == "gemm") == 3
+
+
+def test_dependent_or_large_dots_do_not_merge():
+    """A chain x @ w @ w reads w twice, but the second dot needs the first; and two dots
+    that each move more than 32 MiB (xla_gpu_dot_merger_threshold_mb) stay apart."""
+    t, w = "tensor<256x512xbf16>", "tensor<512x512xbf16>"
+    chain = f"""func.func @main(%x: {t}, %w: {w}) -> {t} {{
+  %a = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : ({t}, {w}) -> {t}
+  %b = stablehlo.dot_general %a, %w, contracting_dims = [1] x [0] : ({t}, {w}) -> {t}
+  return %b : {t}
+}}"""
+    assert [k["launches"] for k in kernels(run_annotate(chain, fusion="xla-gpu"))] == [1, 1]
+    big_t, big_w = "tensor<4096x2048xbf16>", "tensor<2048x4096xbf16>"
+    size = 4096 * 2048 * 2 + 2048 * 4096 * 2 + 4096 * 4096 * 2  # operands and result
+    assert size > 32 << 20
+    big = f"""func.func @main(%x: {big_t}, %w1: {big_w}, %w2: {big_w}) -> (tensor<4096x4096xbf16>, tensor<4096x4096xbf16>) {{
+  %a = stablehlo.dot_general %x, %w1, contracting_dims = [1] x [0] : ({big_t}, {big_w}) -> tensor<4096x4096xbf16>
+  %b = stablehlo.dot_general %x, %w2, contracting_dims = [1] x [0] : ({big_t}, {big_w}) -> tensor<4096x4096xbf16>
+  return %a, %b : tensor<4096x4096xbf16>, tensor<4096x4096xbf16>
+}}"""
+    assert [k["launches"] for k in kernels(run_annotate(big, fusion="xla-gpu"))] == [1, 1]
+
+
+def test_dots_sharing_the_rhs_merge_along_m():
+    """Two activations times one weight: the lhs are concatenated (M = 2 x 256)."""
+    t, w = "tensor<256x512xbf16>", "tensor<512x512xbf16>"
+    text = f"""func.func @main(%x: {t}, %y: {t}, %w: {w}) -> ({t}, {t}) {{
+  %a = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : ({t}, {w}) -> {t}
+  %b = stablehlo.dot_general %y, %w, contracting_dims = [1] x [0] : ({t}, {w}) -> {t}
+  return %a, %b : {t}, {t}
+}}"""
+    (k,) = kernels(run_annotate(text, fusion="xla-gpu"))
+    x = 256 * 512 * BF16
+    assert k["launches"] == 2
+    assert k["bytes_read"] == 512 * 512 * BF16 + 2 * x + 2 * x  # w; x and y; their concatenation
+    assert k["bytes_written"] == 2 * x + 2 * x  # a and b; the concatenation

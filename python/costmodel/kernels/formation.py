@@ -167,6 +167,11 @@ EVENT_CHUNK = 32
 # they could never merge, and a chain of thousands of kernels reading one weight would
 # otherwise cost millions of pair checks.
 SIBLING_PREFILTER = 48
+# XLA GPU's DotMerger (xla/service/dot_merger.cc; gpu_compiler.cc runs it before fusion
+# with max_size_to_merge = xla_gpu_dot_merger_threshold_mb, 32 MiB by default): two dots
+# that read one operand merge into one dot over the concatenation of their other
+# operands when one of them moves at most this many bytes (result plus operands).
+DOT_MERGER_MAX_BYTES = 32 << 20
 # XLA GPU ReductionDimensionRaceFreeBound: rows MinThreadsXRowReduction(1024) x 16,
 # columns WarpSize(32) x 128; batched row reductions: BatchedReductionRaceFreeBound = 8.
 ROW_REDUCTION_BOUND = 1024 * 16
@@ -353,6 +358,8 @@ class _Groups:
         self.has_reduce = [False] * n
         self.nred = [0] * n  # reductions in the kernel (XLA: unnested reduction outputs)
         self.smem = [0] * n  # shared memory bytes of its reductions (xla-gpu: SharedMemoryUsage)
+        # merged dots (DotMerger): group -> operand position (0: lhs, 1: rhs) the dots share
+        self.dot_merged: dict[int, int] = {}
         self.epilogue_ops = [0] * n
         self.multi = [False] * n  # a multi-output fusion (sibling or producer-consumer MOF)
         self.expensive = [False] * n  # holds an expensive op (XLA IsExpensive)
@@ -511,6 +518,8 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
     g.operand_nodes = operand_nodes
     if policy not in ("given", "none"):
         _remove_dead(nodes, g, users, operand_nodes, outer_users, external_use, nres)
+    if policy == "xla-gpu":
+        _dot_merger(nodes, g, operand_nodes, types_of)
     absorbed = [False] * n
     if policy not in ("given", "none"):
         st = _Formation(nodes, g, users, operand_nodes, external_use, absorbed, policy)
@@ -782,6 +791,14 @@ class _Formation:
         if kind == "gemm":
             if policy == "xla-tpu":
                 return g.kind[pg] == "loop"
+            if cg in g.dot_merged:
+                # merged dots (DotMerger) run as one library call on the concatenation of
+                # their other operands: a producer of those goes into the concatenate's
+                # kernel (counted with this one), the shared operand's stays apart
+                shared = g.dot_merged[cg]
+                return single and nd.name in GEMM_PROLOGUE_OPS and all(
+                    r not in self.operand_nodes[d][shared : shared + 1] for d in g.members[cg] if nodes[d].cls == GEMM
+                )
             return single and nd.name in GEMM_PROLOGUE_OPS  # Triton GEMM prologue
         if kind == "conv":
             if policy == "xla-tpu":
@@ -1257,6 +1274,10 @@ class _Formation:
         if len(live) > MAX_ANCESTRY_NODES:
             g.anc = None
             return
+        if g.dot_merged:
+            # a merged GEMM's dots are spread over the block: a reader of its first dot
+            # may come before its last one, so the roots' order is no topological order
+            live = self._topological(live, group_of)
         anc, mask = {}, {}
         absorbed, operand_nodes = self.absorbed, self.operand_nodes
         for pos, h in enumerate(live):
@@ -1281,6 +1302,51 @@ class _Formation:
             mask[h] = 1 << pos
         g.anc, g.mask = anc, mask
 
+    def _group_inputs(self, h: int, group_of: list) -> set:
+        """The groups kernel h reads from (through copied producers: where they live)."""
+        g = self.g
+        d = g.dups.get(h)
+        inside = g.members[h] if not d else list(g.members[h]) + list(d)
+        out = set()
+        for i in inside:
+            for src in self.operand_nodes[i]:
+                if src is None:
+                    continue
+                if not self.absorbed[src]:
+                    out.add(group_of[src])
+                elif not (d and src in d):
+                    out.update(self.resolve(self.homes[src]))
+        out.discard(h)
+        return out
+
+    def _topological(self, live: list, group_of: list) -> list:
+        """`live` (in root order) reordered so that every kernel comes after the kernels it
+        reads (Kahn's algorithm, the root order breaking ties)."""
+        import heapq
+
+        pos = {h: k for k, h in enumerate(live)}
+        waits = {}
+        readers: dict = {}
+        for h in live:
+            ins = {p for p in self._group_inputs(h, group_of) if p in pos}
+            waits[h] = len(ins)
+            for p in ins:
+                readers.setdefault(p, []).append(h)
+        ready = [(pos[h], h) for h in live if waits[h] == 0]
+        heapq.heapify(ready)
+        out = []
+        while ready:
+            _, h = heapq.heappop(ready)
+            out.append(h)
+            for r in readers.get(h, ()):
+                waits[r] -= 1
+                if waits[r] == 0:
+                    heapq.heappush(ready, (pos[r], r))
+        if len(out) != len(live):  # a cycle cannot be (merges are checked); keep them all
+            seen = set(out)
+            out.extend(h for h in live if h not in seen)
+        return out
+
     def multi_output_fusion(self, outer_users: dict) -> None:
         g, nodes = self.g, self.nodes
         self.events = []  # (mask of a merged kernel, its ancestry then)
@@ -1302,6 +1368,8 @@ class _Formation:
         external_use = self.external_use
         sinks = {group_of[i] for i in range(len(nodes)) if not absorbed[i]}
         sinks.update(i for i in range(len(nodes)) if external_use[i] and not absorbed[i])
+        for h in g.dot_merged:  # every dot of a merged GEMM: its result leaves the kernel
+            sinks.update(g.members.get(h, ()))
         for p in sorted(sinks, reverse=True):
             us = self.users[p]
             if not us or absorbed[p] or out_elems[p] <= 1 or nodes[p].name == "stablehlo.constant":
@@ -1426,6 +1494,9 @@ def _make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, 
     gemm_nodes = [i for i in idx if nodes[i].cls in (GEMM, CONV)]
     if gemm_nodes:
         k.gemm = _gemm_shape(nodes[gemm_nodes[0]])
+        shared = g.dot_merged.get(g.find(gemm_nodes[0])) if len(gemm_nodes) > 1 else None
+        if shared is not None:
+            _merged_dot_kernel(k, nodes, gemm_nodes, shared)
     if policy == "xla-gpu":
         # TreeReductionRewriter runs before fusion: every reduction past the race-free
         # bound becomes two; the first stages share this kernel, each second stage reads
@@ -1454,6 +1525,137 @@ def _make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, 
                         k.bytes_written += out_extra
                         k.attrs["conv_padding"] = "sliced output"
     return k
+
+
+def _dot_merger(nodes, g: _Groups, operand_nodes, types_of) -> None:
+    """XLA GPU's DotMerger, which runs before fusion: dots that read the same operand (in
+    the same position) with the same dimension numbers, precision and element types,
+    neither depending on the other, one of them moving at most DOT_MERGER_MAX_BYTES,
+    become one dot over the concatenation of their other operands (a concatenate kernel
+    of its own) whose result the old users read as slices (e.g. a layer's q, k and v
+    projections: one GEMM). As XLA's, the pairs of each class (one shared operand) are
+    tried in program order, a merged dot grows by further dots of its class and takes
+    part in no other class. Each merge is a union of the dots' groups, marked in
+    g.dot_merged with the shared position; merged groups take no epilogue (their size
+    > 1 already makes them no producer)."""
+    dots = [j for j, nd in enumerate(nodes) if nd.name == "stablehlo.dot_general" and nd.cost is not None and not nd.dead]
+    if len(dots) < 2:
+        return
+    sigs: dict = {}  # dot -> (signature, bytes of its operands and result)
+    for j in dots:
+        ins, outs = types_of[j]
+        if len(ins) != 2 or len(outs) != 1:
+            continue
+        attrs = nodes[j].op.attributes
+        a, b, r = type_info(ins[0]), type_info(ins[1]), type_info(outs[0])
+        sig = (
+            attrs["dot_dimension_numbers"] if "dot_dimension_numbers" in attrs else None,
+            attrs["precision_config"] if "precision_config" in attrs else None,
+            attrs["algorithm"] if "algorithm" in attrs else None,
+            a.dtype,
+            b.dtype,
+            r.dtype,
+        )
+        sigs[j] = (sig, a.nbytes + b.nbytes + r.nbytes)
+    # (position, shared operand, signature) -> its dots in program order; only dots of
+    # one signature can merge, so the classes are split by it up front
+    classes: dict = {}
+    for j, (sig, _size) in sigs.items():
+        srcs = operand_nodes[j]
+        for pos in (0, 1):
+            key = srcs[pos] if srcs[pos] is not None else nodes[j].op.operands[pos]
+            classes.setdefault((pos, key, sig), []).append(j)
+    classes = {k: v for k, v in classes.items() if len(v) > 1 and any(sigs[x][1] <= DOT_MERGER_MAX_BYTES for x in v)}
+    if not classes:
+        return
+    # the dots each candidate depends on: one sweep in program order with a bit per dot
+    cand = sorted({j for v in classes.values() for j in v})
+    bit = {j: 1 << k for k, j in enumerate(cand)}
+    lo, hi = cand[0], cand[-1]
+    up: dict = {}
+    for i in range(lo + 1, hi + 1):
+        r = 0
+        for p in operand_nodes[i]:
+            if p is not None and p >= lo:
+                r |= up.get(p, 0) | bit.get(p, 0)
+        if r:
+            up[i] = r
+    anc = {bit[j]: up.get(j, 0) for j in cand}  # group mask -> the dots it depends on (transitively)
+    group_of = {j: bit[j] for j in cand}  # dot -> its group's mask
+    merged: dict = {}  # group mask -> (dots, shared position)
+    taken: set = set()
+    for (pos, _key, _sig), members in classes.items():
+        members = [j for j in members if j not in taken]
+        i = 0
+        while i < len(members):
+            a = members[i]
+            ma = group_of[a]
+            group = [a]
+            size_a = sigs[a][1]
+            j = i + 1
+            while j < len(members):
+                b = members[j]
+                mb = group_of[b]
+                if (size_a <= DOT_MERGER_MAX_BYTES or sigs[b][1] <= DOT_MERGER_MAX_BYTES) and not (
+                    anc[ma] & mb or anc[mb] & ma
+                ):
+                    m = ma | mb
+                    a_m = anc.pop(ma) | anc.pop(mb)
+                    anc[m] = a_m
+                    for x in group + [b]:
+                        group_of[x] = m
+                    # whatever depended on either side now depends on all the merged dot does
+                    for other, oa in anc.items():
+                        if oa & m and other != m:
+                            anc[other] = oa | a_m
+                    group.append(b)
+                    ma = m
+                    taken.update((a, b))
+                    del members[j]
+                    size_a = _merged_size(group, types_of, pos)
+                    continue
+                j += 1
+            if len(group) > 1:
+                merged[ma] = (sorted(group), pos)
+            i += 1
+    for group, pos in merged.values():
+        keep = group[-1]
+        for x in group[:-1]:
+            g.merge_into(keep, x, "gemm")
+        g.kind[keep] = "gemm"
+        g.dot_merged[keep] = pos
+
+
+def _merged_size(group, types_of, pos: int) -> int:
+    """Bytes of a merged dot: the shared operand once, the other operands and the
+    results of every merged dot."""
+    ins0, _ = types_of[group[0]]
+    total = type_info(ins0[pos]).nbytes
+    for j in group:
+        ins, outs = types_of[j]
+        total += type_info(ins[1 - pos]).nbytes + type_info(outs[0]).nbytes
+    return total
+
+
+def _merged_dot_kernel(k: Kernel, nodes, gemm_nodes, shared: int) -> None:
+    """A kernel of dots merged by DotMerger: one GEMM whose free dimension on the side
+    that is not shared is the sum of theirs, after a concatenate kernel (one launch
+    more) that writes the concatenation of their other operands, which the GEMM then
+    reads (the kernel's external bytes count those operands, or the inputs of their
+    fused producers, once)."""
+    shapes = [_gemm_shape(nodes[i]) for i in gemm_nodes]
+    if any(sh is None for sh in shapes):
+        return
+    first = shapes[0]
+    if shared == 0:  # the lhs is shared: the rhs are concatenated, N grows
+        k.gemm = GemmShape(first.m, sum(sh.n for sh in shapes), first.k, first.batch, first.dtype)
+    else:
+        k.gemm = GemmShape(sum(sh.m for sh in shapes), first.n, first.k, first.batch, first.dtype)
+    concat = sum(_nbytes(nodes[i].op.operands[1 - shared]) for i in gemm_nodes)
+    k.launches += 1
+    k.bytes_written += concat  # the concatenate writes it
+    k.bytes_read += concat  # the GEMM reads it
+    k.attrs["merged_dots"] = len(gemm_nodes)
 
 
 def _conv_padding_legalization(nd: Node):
