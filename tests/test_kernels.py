@@ -1096,3 +1096,46 @@ def test_dots_sharing_the_rhs_merge_along_m():
     assert k["launches"] == 2
     assert k["bytes_read"] == 512 * 512 * BF16 + 2 * x + 2 * x  # w; x and y; their concatenation
     assert k["bytes_written"] == 2 * x + 2 * x  # a and b; the concatenation
+
+
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def _dot_blocks(draw):
+    """A block of dots and adds over 64x64 values, each operand any earlier value (the
+    arguments included), so that many dots share operands, in every order."""
+    t = "tensor<64x64xbf16>"
+    values = ["%a0", "%a1", "%a2"]
+    lines = []
+    for i in range(draw(st.integers(2, 9))):
+        lhs = draw(st.sampled_from(values))
+        rhs = draw(st.sampled_from(values))
+        if draw(st.integers(0, 3)) == 0:
+            lines.append(f"%v{i} = stablehlo.add {lhs}, {rhs} : {t}")
+        else:
+            lines.append(f"%v{i} = stablehlo.dot_general {lhs}, {rhs}, contracting_dims = [1] x [0] : ({t}, {t}) -> {t}")
+        values.append(f"%v{i}")
+    outs = values[3:]
+    return (
+        f"func.func @main(%a0: {t}, %a1: {t}, %a2: {t}) -> ({', '.join([t] * len(outs))}) {{\n  "
+        + "\n  ".join(lines)
+        + f"\n  return {', '.join(outs)} : {', '.join([t] * len(outs))}\n}}"
+    )
+
+
+@settings(max_examples=80, deadline=None, derandomize=True, database=None)
+@given(_dot_blocks())
+def test_merged_dots_keep_the_kernel_dag_and_the_counts(text):
+    """DotMerger on random blocks of dots sharing operands: the kernels still form a
+    DAG, every dot is in one kernel, and the kernels' flops are the ops' flops."""
+    _ctx, _module, blocks = _formed_blocks(text)
+    for nodes, ks in blocks:
+        assert_kernels_acyclic(nodes, ks)
+        dots = [i for i, nd in enumerate(nodes) if nd.name == "stablehlo.dot_general"]
+        in_kernels = [i for k in ks for i in k.node_ids if nodes[i].name == "stablehlo.dot_general"]
+        assert sorted(in_kernels) == dots
+        assert sum(k.flops for k in ks) == sum(nd.cost.flops for nd in nodes if nd.cost is not None and not nd.dead)
+        for k in ks:
+            merged = sum(1 for i in k.node_ids if nodes[i].name == "stablehlo.dot_general")
+            assert k.launches == (2 if merged > 1 else 1)
