@@ -130,26 +130,13 @@ def predict(path: str, system: str, backend: str):
 
 
 def predicted_kernels(path: str, hardware: str, backend: str = "calibrated"):
-    """The kernels (costmodel.kernels.report.KernelRow) of the inlined program, as
-    predict_step forms them (a program with shardings partitioned first: the LLaMA
-    exports carry a one-device mesh)."""
-    from costmodel.ir import DEEP_RECURSION, DiagnosticEngine, inline_calls, load_module, make_context, recursion_limit
-    from costmodel.kernels.report import collect_kernels
-    from costmodel.partitioning import find_unpartitioned_sharding
-    from costmodel.passes import PassSession, get_pass, parse_options
-    from costmodel.passes.annotate_cost import annotate_module
+    """The kernels (costmodel.kernels.report.KernelRow) of the program as predict_step
+    forms them (partitioned first when sharded: the LLaMA exports carry a one-device
+    mesh; calls inlined)."""
+    from costmodel.pipeline import step_kernels
 
     with open(path, "rb") as f:
-        data = f.read()
-    ctx = make_context()
-    with recursion_limit(DEEP_RECURSION), ctx:
-        module = load_module(ctx, data, os.path.basename(path))
-        if find_unpartitioned_sharding(module) is not None:
-            prop = get_pass("propagate-shardings")
-            prop.run(module, parse_options(prop, ""), PassSession(diagnostics=DiagnosticEngine(path)))
-        inline_calls(module)
-        annotate_module(module, DiagnosticEngine(path), hardware=hardware, backend=backend, fusion="")
-        return collect_kernels(module)
+        return step_kernels(f.read(), hardware=hardware, backend=backend, source=os.path.basename(path))
 
 
 def predicted_category(row) -> str:

@@ -81,7 +81,7 @@ def test_llama3_100m_step_against_xla_gpu_on_h100():
     carries a one-device mesh). XLA GPU on the H100: 645 launches, 25.96 GB, 150 GEMMs
     of which 28 merged by its DotMerger; ours 641 and 28.81 GB, the same GEMMs
     (docs/kernels.md rule 12)."""
-    from costmodel.pipeline import predict_step
+    from costmodel.pipeline import predict_step, step_kernels
     from costmodel.workloads.export import LlamaExportOptions, export_text
 
     with tarfile.open(H100_TRAIN) as tar:
@@ -93,26 +93,7 @@ def test_llama3_100m_step_against_xla_gpu_on_h100():
     assert abs(ours.kernel_bytes - xla.bytes) <= 0.2 * xla.bytes, (ours.kernel_bytes, xla.bytes)
     # the GEMMs: XLA's cuBLAS calls and Triton GEMM fusions against our gemm kernels
     xla_gemms = [k for k in xla.kernels if k.kind == "__cublas$lt$matmul" or k.name.startswith("gemm_fusion")]
-    ours_gemms = _gemm_kernels(module)
+    ours_gemms = [k for k in step_kernels(module, hardware="h100-sxm") if k.kind == "gemm"]
     assert len(ours_gemms) == len(xla_gemms) == 150
     merged = [k for k in ours_gemms if sum(1 for op in k.ops if op.endswith("dot_general")) > 1]
     assert len(merged) == 28  # XLA's GEMMs that read a concatenation of merged dots' operands
-
-
-def _gemm_kernels(text: str) -> list:
-    """Our gemm kernels of a step, formed as predict_step forms them."""
-    from costmodel.ir import DiagnosticEngine, inline_calls, load_module, make_context
-    from costmodel.kernels.report import collect_kernels
-    from costmodel.partitioning import find_unpartitioned_sharding
-    from costmodel.passes import PassSession, get_pass, parse_options
-    from costmodel.passes.annotate_cost import annotate_module
-
-    ctx = make_context()
-    with ctx:
-        module = load_module(ctx, text, "<llama>")
-        if find_unpartitioned_sharding(module) is not None:
-            prop = get_pass("propagate-shardings")
-            prop.run(module, parse_options(prop, ""), PassSession(diagnostics=DiagnosticEngine("<llama>")))
-        inline_calls(module)
-        annotate_module(module, DiagnosticEngine("<llama>"), hardware="h100-sxm", backend="calibrated")
-        return [k for k in collect_kernels(module) if k.kind == "gemm"]

@@ -62,6 +62,49 @@ def _summary(module) -> dict:
     return out
 
 
+def _partition_inline_annotate(module, session, *, hardware: str, backend: str, fusion: str, inline: bool) -> None:
+    """What predict_step does to a program before it extracts the collectives: a sharded
+    program partitioned first (propagate-shardings), every call inlined (as XLA does
+    before it fuses), then annotate-cost."""
+    from .partitioning import find_unpartitioned_sharding
+    from .passes import get_pass, parse_options
+    from .passes.annotate_cost import annotate_module
+
+    if find_unpartitioned_sharding(module) is not None:
+        prop = get_pass("propagate-shardings")
+        prop.run(module, parse_options(prop, ""), session)
+    if inline:
+        from .ir import inline_calls
+
+        inline_calls(module)
+    annotate_module(module, session.diagnostics, hardware=hardware, backend=backend, fusion=fusion)
+
+
+def step_kernels(text: str | bytes, *, hardware: str, backend: str = "calibrated", fusion: str = "", source: str = "<module>"):
+    """The kernels (costmodel.kernels.report.KernelRow) of a step as predict_step forms
+    them (partitioned when sharded, calls inlined), for comparisons with a compiler's
+    own kernels (tests/test_kernels_xla_hlo.py, benchmarks/gpu_eval.py). Raises
+    PipelineError when a pass fails."""
+    from .ir import DEEP_RECURSION, recursion_limit
+    from .kernels.report import collect_kernels
+    from .passes import PassError, PassSession
+
+    ctx = make_context()
+    diags = DiagnosticEngine(source)
+    with recursion_limit(DEEP_RECURSION), ctx:
+        try:
+            module = load_module(ctx, text, source)
+        except ir.MLIRError as err:
+            diags.add_mlir(err.error_diagnostics)
+            raise PipelineError(f"parse: {diags.diagnostics[0].render() if diags.diagnostics else 'failed'}") from None
+        try:
+            _partition_inline_annotate(module, PassSession(diagnostics=diags), hardware=hardware, backend=backend, fusion=fusion, inline=True)
+        except PassError:
+            errors = [d for d in diags.diagnostics if d.severity == "error"]
+            raise PipelineError(f"pipeline: {errors[0].render() if errors else 'failed'}") from None
+        return collect_kernels(module)
+
+
 def predict_step(text: str | bytes, **kwargs) -> StepPrediction:
     """See `_predict_step`; nesting depth bounded by memory, not by Python."""
     from .ir import DEEP_RECURSION, recursion_limit
@@ -83,7 +126,6 @@ def _predict_step(
 ) -> StepPrediction:
     from .chakra.export import run_from_pass
     from .passes import PassError, PassSession, get_pass, parse_options
-    from .passes.annotate_cost import annotate_module
     from .simulate import simulate_dir
     from .systems import load_system
 
@@ -106,17 +148,7 @@ def _predict_step(
                 diags.add_mlir(err.error_diagnostics)
                 raise first_error("parse") from None
             try:
-                from .partitioning import find_unpartitioned_sharding
-
-                if find_unpartitioned_sharding(module) is not None:
-                    prop = get_pass("propagate-shardings")
-                    prop.run(module, parse_options(prop, ""), session)
-                if inline:
-                    # XLA inlines every call before it fuses; so do we, in our copy
-                    from .ir import inline_calls
-
-                    inline_calls(module)
-                annotate_module(module, diags, hardware=hw, backend=backend, fusion=fusion)
+                _partition_inline_annotate(module, session, hardware=hw, backend=backend, fusion=fusion, inline=inline)
                 extract = get_pass("extract-collectives")
                 extract.run(module, parse_options(extract, f"system={system} chakra=false"), session)
                 result = run_from_pass(
