@@ -1004,11 +1004,14 @@ def _qkv(order: str = "dots first", dtype_v: str = "bf16") -> str:
 
 
 def _kernel_attr(a, key):
+    """The first kernel_cost entry `key` of the module (int or float), or None."""
+    from costmodel.ir import attr_number
+
     for op in a.ops():
         if "costmodel.kernel_cost" in op.attributes:
             d = ir.DictAttr(op.attributes["costmodel.kernel_cost"])
             if key in d:
-                return ir.IntegerAttr(d[key]).value
+                return attr_number(d[key])
     return None
 
 
@@ -1040,18 +1043,9 @@ def test_merged_dots_are_one_wider_gemm_for_the_backend():
     from costmodel.hardware import load_hardware
 
     a = run_annotate(_qkv(), fusion="xla-gpu", backend="calibrated", hardware="h100-sxm")
-    eff = _kernel_cost_float(a, "tile_efficiency")
+    eff = _kernel_attr(a, "tile_efficiency")
     backend = make_backend("calibrated", load_hardware("h100-sxm"), {})
     assert eff == pytest.approx(backend.tile_efficiency(256, 3 * 512, 1, 512), rel=1e-6)
-
-
-def _kernel_cost_float(a, key):
-    for op in a.ops():
-        if "costmodel.kernel_cost" in op.attributes:
-            d = ir.DictAttr(op.attributes["costmodel.kernel_cost"])
-            if key in d:
-                return ir.FloatAttr(d[key]).value
-    return None
 
 
 def test_dots_of_other_types_or_on_tpu_do_not_merge():
