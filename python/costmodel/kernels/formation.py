@@ -1572,20 +1572,26 @@ def _dot_merger(nodes, g: _Groups, operand_nodes, types_of) -> None:
     cand = sorted({j for v in classes.values() for j in v})
     bit = {j: 1 << k for k, j in enumerate(cand)}
     lo, hi = cand[0], cand[-1]
-    up: dict = {}
+    # reach[i - lo]: the candidates node i depends on, or is (its own bit)
+    reach = [0] * (hi - lo + 1)
+    for j, b in bit.items():
+        reach[j - lo] = b
     for i in range(lo + 1, hi + 1):
         r = 0
         for p in operand_nodes[i]:
             if p is not None and p >= lo:
-                r |= up.get(p, 0) | bit.get(p, 0)
+                r |= reach[p - lo]
         if r:
-            up[i] = r
-    anc = {bit[j]: up.get(j, 0) for j in cand}  # group mask -> the dots it depends on (transitively)
+            reach[i - lo] |= r
+    # group mask -> the dots it depends on (transitively), itself left out
+    anc = {b: reach[j - lo] & ~b for j, b in bit.items()}
     group_of = {j: bit[j] for j in cand}  # dot -> its group's mask
     merged: dict = {}  # group mask -> (dots, shared position)
     taken: set = set()
     for (pos, _key, _sig), members in classes.items():
         members = [j for j in members if j not in taken]
+        if all(anc[bit[b]] & bit[a] for a, b in zip(members, members[1:])):
+            continue  # a chain (each dot needs the one before): no two are independent
         i = 0
         while i < len(members):
             a = members[i]
