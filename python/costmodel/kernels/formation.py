@@ -357,7 +357,6 @@ class _Groups:
         self.max_index = list(range(n))
         self.has_reduce = [False] * n
         self.nred = [0] * n  # reductions in the kernel (XLA: unnested reduction outputs)
-        self.smem = [0] * n  # shared memory bytes of its reductions (xla-gpu: SharedMemoryUsage)
         # merged dots (DotMerger): group -> operand position (0: lhs, 1: rhs) the dots share
         self.dot_merged: dict[int, int] = {}
         self.epilogue_ops = [0] * n
@@ -408,7 +407,6 @@ class _Groups:
         self.size[g] += self.size[gi]
         self.nopnd[g] += self.nopnd[gi]
         self.nred[g] += self.nred[gi]
-        self.smem[g] += self.smem[gi]
         if self.max_index[gi] > self.max_index[g]:
             self.max_index[g] = self.max_index[gi]
         # the flags: true when either side's is
@@ -502,8 +500,6 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
             g.has_reduce[j] = True
             g.hero[j] = j
             g.nred[j] = 1
-            if policy == "xla-gpu":
-                g.smem[j] = _reduction_shared_memory(nd)
         elif name in EXPENSIVE_OPS:
             g.expensive[j] = True
         if name in REUSING_OPS:
@@ -673,6 +669,8 @@ class _Formation:
         self._res_bytes: dict[int, int] = {}
         self._in_keys: dict[int, list] = {}
         self._reduce_keys: dict[int, tuple] = {}
+        self._smem: dict[int, int] = {}  # reduce node -> its shared memory bytes
+        self._smem_group: dict[int, tuple] = {}  # kernel -> (its op count then, its bytes)
 
     # -- value facts -------------------------------------------------------------------
     def res_bytes(self, i: int) -> int:
@@ -1079,10 +1077,33 @@ class _Formation:
         g = self.g
         return (
             g.nred[a] + g.nred[b] <= MAX_UNNESTED_REDUCTIONS
-            and g.smem[a] + g.smem[b] <= SHARED_MEMORY_PER_BLOCK
+            and not (
+                g.nred[a]
+                and g.nred[b]
+                and self.policy == "xla-gpu"
+                and self.shared_memory(a) + self.shared_memory(b) > SHARED_MEMORY_PER_BLOCK
+            )
             and g.size[a] + g.size[b] <= MAX_FUSION_PARAMS * 4
             and self.within_budget(a, b)
         )
+
+    def shared_memory(self, gid: int) -> int:
+        """Shared memory bytes of kernel gid's reductions (SharedMemoryUsage; computed
+        when two kernels with reductions are about to merge)."""
+        size = self.g.size[gid]
+        hit = self._smem_group.get(gid)
+        if hit is not None and hit[0] == size:  # no op joined it since
+            return hit[1]
+        nodes, cache = self.nodes, self._smem
+        total = 0
+        for i in self.g.members[gid]:
+            if nodes[i].cls == REDUCE:
+                b = cache.get(i)
+                if b is None:
+                    b = cache[i] = _reduction_shared_memory(nodes[i])
+                total += b
+        self._smem_group[gid] = (size, total)
+        return total
 
     def depends(self, dst: int, src: int) -> bool:
         """Does kernel dst depend on kernel src (through any chain of kernels)?"""
@@ -1541,30 +1562,44 @@ def _dot_merger(nodes, g: _Groups, operand_nodes, types_of) -> None:
     dots = [j for j, nd in enumerate(nodes) if nd.name == "stablehlo.dot_general" and nd.cost is not None and not nd.dead]
     if len(dots) < 2:
         return
-    sigs: dict = {}  # dot -> (signature, bytes of its operands and result)
+    # dots by the value they read in one position (a node, or a value from outside)
+    by_operand: dict = {}
     for j in dots:
-        ins, outs = types_of[j]
-        if len(ins) != 2 or len(outs) != 1:
+        srcs = operand_nodes[j]
+        if len(srcs) != 2:
             continue
-        attrs = nodes[j].op.attributes
-        a, b, r = type_info(ins[0]), type_info(ins[1]), type_info(outs[0])
-        sig = (
-            attrs["dot_dimension_numbers"] if "dot_dimension_numbers" in attrs else None,
-            attrs["precision_config"] if "precision_config" in attrs else None,
-            attrs["algorithm"] if "algorithm" in attrs else None,
-            a.dtype,
-            b.dtype,
-            r.dtype,
-        )
-        sigs[j] = (sig, a.nbytes + b.nbytes + r.nbytes)
+        for pos in (0, 1):
+            key = srcs[pos]
+            if key is None:
+                vals = nodes[j].operands
+                key = vals[pos] if vals is not None else nodes[j].op.operands[pos]
+            by_operand.setdefault((pos, key), []).append(j)
+    sigs: dict = {}  # dot -> (signature, bytes of its operands and result)
+
+    def sig_of(j):
+        f = sigs.get(j)
+        if f is None:
+            ins, outs = types_of[j]
+            attrs = nodes[j].op.attributes
+            a, b, r = type_info(ins[0]), type_info(ins[1]), type_info(outs[0])
+            sig = (
+                attrs["dot_dimension_numbers"] if "dot_dimension_numbers" in attrs else None,
+                attrs["precision_config"] if "precision_config" in attrs else None,
+                attrs["algorithm"] if "algorithm" in attrs else None,
+                a.dtype,
+                b.dtype,
+                r.dtype,
+            )
+            f = sigs[j] = (sig, a.nbytes + b.nbytes + r.nbytes)
+        return f
+
     # (position, shared operand, signature) -> its dots in program order; only dots of
     # one signature can merge, so the classes are split by it up front
     classes: dict = {}
-    for j, (sig, _size) in sigs.items():
-        srcs = operand_nodes[j]
-        for pos in (0, 1):
-            key = srcs[pos] if srcs[pos] is not None else nodes[j].op.operands[pos]
-            classes.setdefault((pos, key, sig), []).append(j)
+    for (pos, key), js in by_operand.items():
+        if len(js) > 1:
+            for j in js:
+                classes.setdefault((pos, key, sig_of(j)[0]), []).append(j)
     classes = {k: v for k, v in classes.items() if len(v) > 1 and any(sigs[x][1] <= DOT_MERGER_MAX_BYTES for x in v)}
     if not classes:
         return
