@@ -106,6 +106,27 @@ def test_sibling_reductions_share_one_input_fusion():
     assert k["bytes_written"] == 2 * 256 * F32
 
 
+def _two_reductions(first_input: str, prologue: str = "") -> str:
+    t = "tensor<256x1024xf32>"
+    return f"""func.func @main(%x: {t}) -> (tensor<256xf32>, tensor<256xf32>) {{
+  %z = stablehlo.constant dense<0.0> : tensor<f32>{prologue}
+  %s = stablehlo.reduce({first_input} init: %z) applies stablehlo.add across dimensions = [1] : ({t}, tensor<f32>) -> tensor<256xf32>
+  %m = stablehlo.reduce(%x init: %z) applies stablehlo.maximum across dimensions = [1] : ({t}, tensor<f32>) -> tensor<256xf32>
+  return %s, %m : tensor<256xf32>, tensor<256xf32>
+}}"""
+
+
+def test_unfused_siblings_do_not_lead_a_merge():
+    """XLA's FuseSiblings takes a fusion as the first of a pair: two reductions of a
+    function argument, each an unfused op after priority fusion, stay two kernels (each
+    reads x); with a producer fused into one of them (a fusion), they share one."""
+    ks = kernels(run_annotate(_two_reductions("%x"), fusion="xla-gpu"))
+    assert [k["bytes_read"] for k in ks] == [256 * 1024 * F32] * 2
+    exp = "\n  %e = stablehlo.exponential %x : tensor<256x1024xf32>"
+    (k,) = kernels(run_annotate(_two_reductions("%e", exp), fusion="xla-gpu"))
+    assert k["bytes_read"] == 256 * 1024 * F32  # x read once for both
+
+
 BIAS_BROADCAST = """
 func.func @main(%x: tensor<512x256xf32>, %b: tensor<256xf32>, %z: tensor<f32>) -> (tensor<512x256xf32>, tensor<512xf32>) {
   %bb = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<256xf32>) -> tensor<512x256xf32>
@@ -867,8 +888,9 @@ func.func @main(%x: tensor<?x32x32x64xbf16>, %w: tensor<3x3x64x64xbf16>) -> tens
 
 def _weight_read_by_a_chain(steps: int, independent: int) -> str:
     """One weight %w read by `steps` multiplies chained through all-reduces (each its own
-    kernel, each depending on the one before) and by `independent` exponentials that
-    depend on nothing but %w (returned)."""
+    kernel, each depending on the one before) and by `independent` exponentials, each
+    negated (a two-op fusion, which can lead a sibling merge), that depend on nothing
+    but %w (returned)."""
     t = "tensor<256x256xf32>"
     body = """({
       ^bb0(%a: tensor<f32>, %b: tensor<f32>):
@@ -889,7 +911,8 @@ def _weight_read_by_a_chain(steps: int, independent: int) -> str:
     outs = [cur]
     for k in range(independent):
         lines.append(f"    %e{k} = stablehlo.exponential %w : {t}")
-        outs.append(f"%e{k}")
+        lines.append(f"    %n{k} = stablehlo.negate %e{k} : {t}")
+        outs.append(f"%n{k}")
     lines.append(f"    return {', '.join(outs)} : {', '.join([t] * len(outs))}")
     lines += ["  }", "}"]
     return "\n".join(lines) + "\n"
@@ -918,7 +941,8 @@ def test_sibling_prefilter_changes_no_kernel(independent, monkeypatch):
         assert max(dropped) == formation.SIBLING_PREFILTER + 20
     else:  # every multiply has unconnected partners (the exponentials), and some merge
         assert max(dropped) == 0
-        assert max(k["ops"] for k in kernels(fast)) == independent + 1
+        # the exponential + negate fusions merge, and one multiply (an unfused op) joins
+        assert max(k["ops"] for k in kernels(fast)) == 2 * independent + 1
     monkeypatch.setattr(formation, "SIBLING_PREFILTER", 10**9)
     every_pair = run_annotate(text, "a100-40gb", fusion="xla-gpu")
     assert kernels(fast) == kernels(every_pair)

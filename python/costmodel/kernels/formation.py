@@ -1178,6 +1178,9 @@ class _Formation:
     def fuse_siblings(self, cands: list) -> None:
         g = self.g
         cands = [c for c in cands if self.mof_root(c)]
+        # FuseSiblings: multi-output fusions first, then fusions, then single ops (a
+        # stable sort, XLA's FusionPriority)
+        cands.sort(key=lambda c: 0 if g.multi[c] else (1 if g.size[c] > 1 else 2))
         if len(cands) > SIBLING_PREFILTER:
             never = self.connected_to_all(cands)
             if never:
@@ -1185,6 +1188,8 @@ class _Formation:
         i = 0
         while i < len(cands):
             a = g.find(cands[i])
+            if g.size[a] == 1:
+                break  # the rest are single ops: XLA takes a fusion as the first of a pair
             j = i + 1
             while j < len(cands):
                 b = g.find(cands[j])
