@@ -127,6 +127,35 @@ def test_unfused_siblings_do_not_lead_a_merge():
     assert k["bytes_read"] == 256 * 1024 * F32  # x read once for both
 
 
+def _slice_siblings(rows: int, cols: int, second: str) -> str:
+    """exp(x[0:half]) and exp(x[`second`]) of one 2-D parameter: siblings of x."""
+    t = f"tensor<{rows}x{cols}xf32>"
+    h = rows // 2
+    ht = f"tensor<{h}x{cols}xf32>"
+    return f"""func.func @main(%x: {t}) -> ({ht}, {ht}) {{
+  %a = stablehlo.slice %x [0:{h}, 0:{cols}] : ({t}) -> {ht}
+  %b = stablehlo.slice %x [{second}, 0:{cols}] : ({t}) -> {ht}
+  %ea = stablehlo.exponential %a : {ht}
+  %eb = stablehlo.exponential %b : {ht}
+  return %ea, %eb : {ht}, {ht}
+}}"""
+
+
+@pytest.mark.parametrize(
+    "rows, cols, second, kernels_expected",
+    [
+        (64, 256, "32:64", 2),  # disjoint halves of 64 KiB: nothing shared, two kernels
+        (64, 256, "16:48", 1),  # overlapping: one multi-output kernel
+        (2, 64, "1:2", 1),  # a parent of 512 bytes (< 1024): merged whatever the slices
+    ],
+)
+def test_siblings_reading_disjoint_slices_stay_apart(rows, cols, second, kernels_expected):
+    """ParameterSlicesAreNonOverlapping: siblings that read non-overlapping slices of
+    their common parent (of at least 1024 bytes) share nothing worth a multi-output
+    kernel."""
+    assert len(kernels(run_annotate(_slice_siblings(rows, cols, second), fusion="xla-gpu"))) == kernels_expected
+
+
 BIAS_BROADCAST = """
 func.func @main(%x: tensor<512x256xf32>, %b: tensor<256xf32>, %z: tensor<f32>) -> (tensor<512x256xf32>, tensor<512xf32>) {
   %bb = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<256xf32>) -> tensor<512x256xf32>

@@ -62,7 +62,7 @@ def test_resnet18_step_against_xla_gpu_on_h100(tmp_path):
     """Our kernels of the one-device resnet18 training step (per-device batch 256, bf16:
     what each of the paper's 4 GPUs runs, without collectives) within 20% of the kernels
     XLA GPU compiled for it on an H100, in launches and in bytes (issue 8's measure).
-    Measured there: 478 launches, 26.6 GB; ours: 471 and 25.6 GB (docs/kernels.md)."""
+    Measured there: 478 launches, 26.6 GB; ours: 472 and 25.6 GB (docs/kernels.md)."""
     from costmodel.pipeline import predict_step
     from costmodel.workloads.export import ExportOptions, export_text
 

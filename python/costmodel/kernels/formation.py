@@ -1175,9 +1175,35 @@ class _Formation:
         self.live.discard(drop)
         return keep
 
-    def fuse_siblings(self, cands: list) -> None:
+    def slice_windows(self, cands: list, readers, nbytes: int) -> dict | None:
+        """ParameterSlicesAreNonOverlapping: for a parent of at least 1024 bytes, the
+        (starts, limits) of the one slice through which each candidate kernel reads it
+        (None: it reads it otherwise, or more than once). None when no kernel reads a slice."""
+        if nbytes < 1024:
+            return None
+        g, nodes = self.g, self.nodes
+        slicers = [u for u in readers if nodes[u].name == "stablehlo.slice"]
+        if not slicers:
+            return None
+        readers = set(readers)
+        out = {}
+        for c in cands:
+            inside = [u for u in g.members[c] if u in readers] + [u for u in g.dups.get(c, ()) if u in readers]
+            win = None
+            if len(inside) == 1 and nodes[inside[0]].name == "stablehlo.slice":
+                from ..rules import _i64_list
+
+                op = nodes[inside[0]].op
+                starts, limits = _i64_list(op, "start_indices"), _i64_list(op, "limit_indices")
+                if starts is not None and limits is not None:
+                    win = (starts, limits)
+            out[c] = win
+        return out
+
+    def fuse_siblings(self, cands: list, readers=(), parent_bytes: int = 0) -> None:
         g = self.g
         cands = [c for c in cands if self.mof_root(c)]
+        windows = self.slice_windows(cands, readers, parent_bytes) if readers else None
         # FuseSiblings: multi-output fusions first, then fusions, then single ops (a
         # stable sort, XLA's FusionPriority)
         cands.sort(key=lambda c: 0 if g.multi[c] else (1 if g.size[c] > 1 else 2))
@@ -1196,9 +1222,14 @@ class _Formation:
                 if a == b:
                     del cands[j]
                     continue
+                if windows is not None and _disjoint(windows.get(a), windows.get(b)):
+                    j += 1  # they read non-overlapping slices of the parent: nothing shared
+                    continue
                 if self.compatible(a, b) and self.fits(a, b) and not self.depends(a, b) and not self.depends(b, a):
                     keep, drop = (a, b) if g.max_index[a] >= g.max_index[b] else (b, a)
                     a = self.merge(keep, drop)
+                    if windows is not None:
+                        windows[a] = None  # reads the parent twice now
                     del cands[j]
                     continue
                 j += 1
@@ -1406,7 +1437,7 @@ class _Formation:
             if len(cands) == 1 and (cands[0] == pg or (not ext_use and not g.multi[cands[0]])):
                 continue  # read by one kernel (its own, or one priority fusion did not join)
             if len(cands) > 1:
-                self.fuse_siblings(cands)
+                self.fuse_siblings(cands, us, self.res_bytes(p))
             if nodes[p].cost is not None and find(p) in self.live:
                 self.producer_consumer_mof(p)
         for v, js in outer_users.items():
@@ -1426,7 +1457,15 @@ class _Formation:
                         seen.add(h)
                         cands.append(h)
             if len(cands) > 1:
-                self.fuse_siblings(cands)
+                self.fuse_siblings(cands, js, type_info(v.type).nbytes)
+
+
+def _disjoint(w1, w2) -> bool:
+    """Two slices (starts, limits) that share no element (strides left aside, as XLA's)."""
+    if w1 is None or w2 is None:
+        return False
+    (s1, l1), (s2, l2) = w1, w2
+    return any(not (a < d and c < b) for a, b, c, d in zip(s1, l1, s2, l2))
 
 
 def _all_in(nodes, g: _Groups, gid: int, allowed) -> bool:
