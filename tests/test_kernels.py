@@ -156,6 +156,25 @@ def test_siblings_reading_disjoint_slices_stay_apart(rows, cols, second, kernels
     assert len(kernels(run_annotate(_slice_siblings(rows, cols, second), fusion="xla-gpu"))) == kernels_expected
 
 
+def test_a_returned_producer_joins_a_fusion_before_an_unfused_op():
+    """SelectPreferredFusionCandidate: of the consumers a multi-output producer could
+    join, the first of the highest FusionPriority. exp(x) is returned and read by a
+    lone row sum (an unfused op) and by negate + column max (a fusion); the two
+    reductions cannot share a kernel (other dimensions), and exp joins the fusion."""
+    t = "tensor<256x1024xf32>"
+    text = f"""func.func @main(%x: {t}) -> ({t}, tensor<256xf32>, tensor<1024xf32>) {{
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %e = stablehlo.exponential %x : {t}
+  %s = stablehlo.reduce(%e init: %z) applies stablehlo.add across dimensions = [1] : ({t}, tensor<f32>) -> tensor<256xf32>
+  %n = stablehlo.negate %e : {t}
+  %m = stablehlo.reduce(%n init: %z) applies stablehlo.maximum across dimensions = [0] : ({t}, tensor<f32>) -> tensor<1024xf32>
+  return %e, %s, %m : {t}, tensor<256xf32>, tensor<1024xf32>
+}}"""
+    a = run_annotate(text, fusion="xla-gpu")
+    ids = kernel_ids(a)
+    assert ids["stablehlo.exponential"] == ids["stablehlo.negate"]
+
+
 BIAS_BROADCAST = """
 func.func @main(%x: tensor<512x256xf32>, %b: tensor<256xf32>, %z: tensor<f32>) -> (tensor<512x256xf32>, tensor<512xf32>) {
   %bb = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<256xf32>) -> tensor<512x256xf32>

@@ -1200,13 +1200,19 @@ class _Formation:
             out[c] = win
         return out
 
+    def fusion_priority(self, gid: int) -> int:
+        """XLA's FusionPriority: 2 for a multi-output fusion, 1 for a fusion, 0 for an
+        op priority fusion left alone."""
+        g = self.g
+        return 2 if g.multi[gid] else (1 if g.size[gid] > 1 else 0)
+
     def fuse_siblings(self, cands: list, readers=(), parent_bytes: int = 0) -> None:
         g = self.g
         cands = [c for c in cands if self.mof_root(c)]
         windows = self.slice_windows(cands, readers, parent_bytes) if readers else None
         # FuseSiblings: multi-output fusions first, then fusions, then single ops (a
-        # stable sort, XLA's FusionPriority)
-        cands.sort(key=lambda c: 0 if g.multi[c] else (1 if g.size[c] > 1 else 2))
+        # stable sort by XLA's FusionPriority)
+        cands.sort(key=lambda c: -self.fusion_priority(c))
         if len(cands) > SIBLING_PREFILTER:
             never = self.connected_to_all(cands)
             if never:
@@ -1296,7 +1302,9 @@ class _Formation:
                 continue
             if self.creates_cycle(pg, c):
                 continue
-            if best is None or (g.multi[c] and not g.multi[best]):
+            # SelectPreferredFusionCandidate: the first of the highest FusionPriority
+            # (multi-output fusion, then fusion, then an unfused op)
+            if best is None or self.fusion_priority(c) > self.fusion_priority(best):
                 best = c
         if best is not None:
             self.merge(best, pg)
