@@ -2047,28 +2047,25 @@ def _reduction_kind(shape: list, dims: list) -> tuple | None:
 
 def _tree_split_bytes(nd: Node) -> int:
     """Bytes of the partial results when XLA GPU splits this reduction in two kernels
-    (TreeReductionRewriter), else 0."""
+    (TreeReductionRewriter, for reductions from or to contiguous dimensions: the row or
+    column reduction of _reduction_kind), else 0."""
     op = nd.op
     try:
         from ..rules import _i64_list
 
         shape = list(type_info(_operand_type(nd, 0)).shape)
-        dims = sorted(_i64_list(op, "dimensions") or [])
+        dims = sorted(set(_i64_list(op, "dimensions") or []))
         out = type_info(_result_type(nd, 0))
     except Exception:
         return 0
     if not dims or not shape:
         return 0
-    rank = len(shape)
-    kept = [d for d in range(rank) if d not in dims]
-    minor_reduced = []
-    d = rank - 1
-    while d >= 0 and d in dims:
-        minor_reduced.append(d)
-        d -= 1
-    if minor_reduced:  # row reduction (maybe batched)
-        reduced = math.prod(shape[x] for x in minor_reduced)
-        major = math.prod(shape[x] for x in dims if x not in minor_reduced)
+    kind = _reduction_kind(shape, dims)
+    if kind is None:
+        return 0
+    row, (major, _kept, minor) = kind
+    if row:  # [D, H, W] -> [H]: W the minor reduced extent, D the batched one
+        reduced = minor
         if reduced <= ROW_REDUCTION_BOUND and major <= BATCHED_REDUCTION_BOUND:
             return 0
         if reduced > ROW_REDUCTION_BOUND:
@@ -2076,13 +2073,12 @@ def _tree_split_bytes(nd: Node) -> int:
             partial_elems = out.num_elements * math.ceil(reduced / k2) * max(1, major)
         else:
             partial_elems = out.num_elements * major
-    else:  # column reduction: the kept dimensions are the minor ones
-        reduced = math.prod(shape[x] for x in dims)
+    else:  # column: [D, H, W] -> [D, W], H reduced
+        reduced = kind[1][1]
         if reduced <= COLUMN_REDUCTION_BOUND:
             return 0
         k2 = min(int(math.isqrt(reduced)), COLUMN_REDUCTION_BOUND)
         partial_elems = out.num_elements * math.ceil(reduced / k2)
-    del kept
     return partial_elems * max(1, out.elem_bytes)
 
 
