@@ -163,3 +163,53 @@ def test_no_isolation_env(ctx, monkeypatch):
     monkeypatch.setenv("COSTMODEL_NO_ISOLATION", "1")
     assert not isolation.isolation_available()
     assert isolation.run_isolated(_module(ctx), lambda m, p: os.getpid()) == os.getpid()
+
+
+_INHERITED_CONTEXT = """
+import gc, sys
+sys.path.insert(0, {python!r})
+from costmodel import isolation
+from costmodel.ir import load_module, make_context, passmanager
+
+old = make_context()
+funcs = "\\n".join(
+    f"func.func @f{{i}}(%a: tensor<64xf32>) -> tensor<64xf32> {{{{ %0 = stablehlo.exponential %a : tensor<64xf32> return %0 : tensor<64xf32> }}}}"
+    for i in range(64)
+)
+m = load_module(old, "module {{ " + funcs + " }}", "old.mlir")
+with old:
+    passmanager.PassManager.parse("builtin.module(func.func(cse))").run(m)  # worker threads ran
+cycle = [old, m]
+cycle.append(cycle)  # the context is now held by a reference cycle alone
+gc.disable()  # (so that this process does not collect it first)
+del old, m, cycle
+ctx = make_context()
+module = load_module(ctx, "module {{ }}", "in.mlir")
+gc.enable()
+
+def work(child, progress):
+    junk = []
+    for i in range(20000):  # allocations enough for automatic collections
+        x = []
+        x.append(x)
+        junk.append(x)
+    return "ok"
+
+print(isolation.run_isolated(module, work))
+"""
+
+
+def test_child_destroys_nothing_it_inherited(tmp_path):
+    """Regression (found by a test selection: ResNet-50's extract-collectives, then a
+    propagate-shardings crashed with SIGSEGV in the child): a context of the parent's
+    that only a reference cycle keeps alive, and whose worker threads ran (a pass over
+    several functions), was destroyed by a garbage collection in the forked child,
+    which joins threads the child does not have (a crash or a hang). The child now
+    collects nothing it inherited. Run in its own process, with a timeout."""
+    import pathlib
+
+    python = str(pathlib.Path(isolation.__file__).resolve().parents[1])
+    script = tmp_path / "inherited.py"
+    script.write_text(_INHERITED_CONTEXT.format(python=python))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

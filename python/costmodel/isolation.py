@@ -139,6 +139,17 @@ def run_isolated(
             pid = os.fork()
         if pid == 0:  # the child: never returns
             code = 70
+            # Nothing the child inherited may be destroyed here: an MLIR context of the
+            # parent's (one kept alive only by a cache, or by a reference cycle) would
+            # join its worker threads, which a forked child does not have (a crash,
+            # SIGSEGV). So no garbage collection, and the type cache that make_context
+            # clears keeps its entries alive; the child ends with os._exit.
+            import gc
+
+            gc.disable()
+            from . import shapes
+
+            _inherited = dict(shapes._CACHE)  # noqa: F841 (kept alive until os._exit)
             try:
                 import faulthandler
 
