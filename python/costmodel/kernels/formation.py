@@ -795,7 +795,7 @@ class _Formation:
                 # kernel (counted with this one), the shared operand's stays apart
                 shared = g.dot_merged[cg]
                 return single and nd.name in GEMM_PROLOGUE_OPS and all(
-                    r not in self.operand_nodes[d][shared : shared + 1] for d in g.members[cg] if nodes[d].cls == GEMM
+                    self.operand_nodes[d][shared] != r for d in g.members[cg] if nodes[d].cls == GEMM
                 )
             return single and nd.name in GEMM_PROLOGUE_OPS  # Triton GEMM prologue
         if kind == "conv":
@@ -1518,6 +1518,8 @@ def _depends(targets, start, g: _Groups, limit: int = 20000) -> bool:
 
 
 def _reduce_key(nd: Node):
+    """(operand shape, reduced dimensions sorted) of a reduce, or None: what sibling
+    compatibility compares, and what XLA's reduction kind is computed from."""
     op = nd.op
     try:
         shape = tuple(type_info(_operand_type(nd, 0)).shape)
@@ -1981,16 +1983,12 @@ def _reduction_shared_memory(nd: Node) -> int:
     kept), per output; 0 when XLA emits it elementwise, not as an unnested reduction
     (IsReductionFromOrToContiguousDimensions: neither the kept nor the reduced dimensions
     consecutive, or IsUnnestedReductionFasterThanElemental false)."""
-    try:
-        from ..rules import _i64_list
-
-        shape = list(type_info(_operand_type(nd, 0)).shape)
-        esize = type_info(_operand_type(nd, 0)).elem_bytes
-        dims = sorted(set(_i64_list(nd.op, "dimensions") or []))
-    except Exception:
+    key = _reduce_key(nd)
+    if key is None:
         return 0
-    rank = len(shape)
-    if not dims or not rank or esize <= 0:
+    shape, dims = key
+    esize = type_info(_operand_type(nd, 0)).elem_bytes
+    if not dims or not shape or esize <= 0:
         return 0
     kind = _reduction_kind(shape, dims)
     if kind is None:
@@ -2049,12 +2047,11 @@ def _tree_split_bytes(nd: Node) -> int:
     """Bytes of the partial results when XLA GPU splits this reduction in two kernels
     (TreeReductionRewriter, for reductions from or to contiguous dimensions: the row or
     column reduction of _reduction_kind), else 0."""
-    op = nd.op
+    key = _reduce_key(nd)
+    if key is None:
+        return 0
+    shape, dims = key
     try:
-        from ..rules import _i64_list
-
-        shape = list(type_info(_operand_type(nd, 0)).shape)
-        dims = sorted(set(_i64_list(op, "dimensions") or []))
         out = type_info(_result_type(nd, 0))
     except Exception:
         return 0
