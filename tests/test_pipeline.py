@@ -49,3 +49,27 @@ def test_a_sharded_step_is_partitioned_first():
 def test_bad_input_is_one_pipeline_error():
     with pytest.raises(PipelineError, match=r"^parse: .*1:1"):
         step_kernels("this is not MLIR", hardware="h100-sxm", source="bad.mlir")
+
+
+RECURSIVE = """
+module attributes {mhlo.num_partitions = 8 : i32} {
+  sdy.mesh @mesh = <["d"=8]>
+  func.func private @f(%a: tensor<8xf32>) -> tensor<8xf32> {
+    %0 = func.call @f(%a) : (tensor<8xf32>) -> tensor<8xf32>
+    return %0 : tensor<8xf32>
+  }
+  func.func @main(%a: tensor<8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"d"}]>}) -> tensor<8xf32> {
+    %e = stablehlo.exponential %a : tensor<8xf32>
+    %0 = func.call @f(%e) : (tensor<8xf32>) -> tensor<8xf32>
+    return %0 : tensor<8xf32>
+  }
+}
+"""
+
+
+def test_a_failing_pass_is_one_pipeline_error():
+    """A sharded program partitioning rejects (a recursive call): one line naming the
+    stage and the first error, no traceback."""
+    with pytest.raises(PipelineError, match=r"^pipeline: .*recursive call to @f") as info:
+        step_kernels(RECURSIVE, hardware="h100-sxm", source="rec.mlir")
+    assert "\n" not in str(info.value)
