@@ -3,6 +3,8 @@
 benchmark run by hand; it needs no GPU: it reads the measured files).
 
     python benchmarks/gpu_eval.py [--data benchmarks/data/gpu/h100-sxm] [--json FILE]
+    python benchmarks/gpu_eval.py --data benchmarks/data/gpu/h200 --system h200-x4 \
+        --compare benchmarks/data/gpu/h100-sxm:h100-sxm-x4
 
 The measured programs are the per-device steps of the paper's workloads on ONE device
 (per-device batch 256, bf16; LLaMA-3: one sequence of 2048 tokens): what each of the 4
@@ -15,6 +17,7 @@ no collective.
 
 Sections:
 1. step times, measured (10 steps back to back, mean) against each backend and hespas;
+   with --compare, the speedup over another measured GPU against the predicted one;
 2. kernel launches per step, measured (profiler: GPU kernels, memsets left out) against
    our kernel formation, and where the time goes (measured kernel time by category
    against the calibrated backend's kernels by category), per ResNet step; then XLA's
@@ -254,6 +257,53 @@ def section_steps(args, runs, doc) -> None:
     print()
 
 
+def section_speedup(args, runs, doc) -> None:
+    """This GPU against another measured one (--compare DIR:SYSTEM): the measured speedup
+    of each step against each backend's predicted speedup, and whether the prediction
+    names the faster GPU."""
+    from costmodel.systems import load_system
+
+    other_dir, _, other_system = args.compare.partition(":")
+    other = measured_steps(load_runs(other_dir))
+    here_hw, there_hw = load_system(args.system).hardware, load_system(other_system).hardware
+    print(f"== 1b. Speedup of {here_hw} over {there_hw}: measured vs predicted (per-device step) ==")
+    peer_here, peer_there = peer_predictions(here_hw), peer_predictions(there_hw)
+    print(f"{'model':<12} {'mode':<9} {'measured':>9} {'hespas':>17} " + " ".join(f"{b:>17}" for b in args.backend))
+    errs: dict = {b: [] for b in ["hespas", *args.backend]}
+    right = {b: 0 for b in errs}
+    for rec in doc["steps"]:
+        key = (rec["model"], rec["mode"])
+        if key not in other:
+            continue
+        meas = other[key]["ms"] / rec["measured_ms"]
+        path = workload(args.workloads, *key)
+        cells = []
+        out = {"model": key[0], "mode": key[1], "measured": meas, "predicted": {}}
+        if key in peer_here and key in peer_there:
+            pred = peer_there[key] / peer_here[key]
+            e = (pred - meas) / meas
+            errs["hespas"].append(abs(e))
+            right["hespas"] += (pred > 1) == (meas > 1)
+            out["hespas"] = pred
+            cells.append(f"{pred:>10.3f}x {100 * e:>+5.0f}%")
+        else:
+            cells.append(f"{'-':>17}")
+        for b in args.backend:
+            pred = predict(path, other_system, b).compute_ms / rec["predicted_ms"][b]
+            e = (pred - meas) / meas
+            errs[b].append(abs(e))
+            right[b] += (pred > 1) == (meas > 1)
+            out["predicted"][b] = pred
+            cells.append(f"{pred:>10.3f}x {100 * e:>+5.0f}%")
+        doc.setdefault("speedup", {"over": other_system, "rows": []})["rows"].append(out)
+        print(f"{key[0]:<12} {key[1]:<9} {meas:>8.3f}x " + " ".join(cells))
+    for b in errs:
+        if errs[b]:
+            print(f"speedup error {b:<11} mean {100 * sum(errs[b]) / len(errs[b]):4.1f}% over {len(errs[b])} rows; "
+                  f"faster GPU named right on {right[b]} of {len(errs[b])}")
+    print()
+
+
 def section_kernels(args, runs, doc) -> None:
     from costmodel.systems import load_system
 
@@ -472,6 +522,7 @@ def main(argv=None) -> int:
     ap.add_argument("--backend", action="append", help="default: roofline and calibrated")
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--skip", action="append", default=[], choices=("steps", "kernels", "micro"))
+    ap.add_argument("--compare", metavar="DIR:SYSTEM", help="another GPU's measurements (e.g. benchmarks/data/gpu/h100-sxm:h100-sxm-x4): measured vs predicted speedup")
     args = ap.parse_args(argv)
     args.backend = args.backend or ["roofline", "calibrated"]
     runs = load_runs(args.data)
@@ -484,6 +535,8 @@ def main(argv=None) -> int:
     doc = {"system": args.system, "env": env, "steps": [], "kernels": [], "fusion_bandwidth": [], "micro": {}}
     if "steps" not in args.skip:
         section_steps(args, runs, doc)
+        if args.compare:
+            section_speedup(args, runs, doc)
     if "kernels" not in args.skip:
         section_kernels(args, runs, doc)
     if "kernels" not in args.skip:
