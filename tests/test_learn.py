@@ -129,10 +129,15 @@ def test_tiny_train_predict_cycle(tmp_path):
 
 
 def test_learned_backend_options_and_model_errors(tmp_path):
+    from costmodel.backends.learned import shipped_model_path
+
     with pytest.raises(BackendError, match="has no option 'modle' \\(did you mean 'model'\\?\\)"):
         make_backend("learned", load_hardware("cpu"), {"modle": "x"})
-    with pytest.raises(BackendError, match="predicts the host CPU its model was trained on: use hardware=host-cpu"):
+    with pytest.raises(BackendError, match="no model is shipped for hardware 'a100-40gb'"):
         make_backend("learned", load_hardware("a100-40gb"), {})
+    # the CPU model predicts only the host CPU
+    with pytest.raises(BackendError, match=r"learned hardware 'host-cpu' and predicts only it: use hardware=host-cpu \(got 'h200'\)"):
+        make_backend("learned", load_hardware("h200"), {"model": shipped_model_path()})
 
 
 def test_learned_backend_predicts_without_measuring(profile_cache, tmp_path):
@@ -197,6 +202,9 @@ def test_learn_cli_train_and_eval(tmp_path, capsys, profile_cache):
     assert cli.main(["learn", "train", str(tmp_path / "none.jsonl"), "--out", str(model)]) == 1
     assert "cannot read dataset" in capsys.readouterr().err
     assert cli.main(["learn", "train", str(data), "--out", str(model), "--test-fraction", "1.5"]) == 1
+    capsys.readouterr()
+    assert cli.main(["learn", "eval", str(data), "--hardware", "a100-40gb"]) == 1
+    assert "no model is shipped for hardware 'a100-40gb' (shipped: h200, host-cpu)" in capsys.readouterr().err
     assert cli.main(["learn", "collect", "--out", str(tmp_path / "x.jsonl"), "--families", "nope"]) == 1
     assert "unknown program family 'nope'" in capsys.readouterr().err
 

@@ -2,7 +2,7 @@
 measured, what it was trained on, its held-out metrics. docs/learned-model.md shows the
 output for the shipped model.
 
-    python benchmarks/scripts/model_card.py [MODEL.json]
+    python benchmarks/scripts/model_card.py [MODEL.json]   (default: the shipped host-cpu model)
 """
 
 from __future__ import annotations
@@ -25,8 +25,14 @@ def main(argv=None) -> int:
           if m.baseline == "roofline" else f"model            {len(m.trees)} trees, target log(time)")
     print(f"parameters       {meta.get('params')}")
     print(f"machine          {meta.get('device')} ({spec.get('name')}: {spec.get('matrix_f32_TFLOPS')} TFLOP/s f32, {spec.get('memory_bandwidth_GBps')} GB/s for the worker count)")
-    print(f"measured with    {meta.get('runtime')}, local-task, {meta.get('threads')} worker(s), clock={meta.get('clock')}, pinned={meta.get('pinned')}")
-    print(f"invocation       {meta.get('invocation_ns', 0) / 1e3:.1f} us per program (added once, and per loop iteration)")
+    if meta.get("clock") == "gpu-kernels":  # a GPU model (costmodel.learn.gpu)
+        runs = meta.get("measurement", {}).get("runs", [])
+        print(f"measured with    {meta.get('runtime')}: GPU kernel time per call from the profiler, median of {runs[0].get('calls') if runs else '?'} calls, "
+              f"{len(runs)} run(s); hardware spec {meta.get('hardware')}")
+        print("invocation       none: a GPU program's time is its kernels' (no host dispatch)")
+    else:
+        print(f"measured with    {meta.get('runtime')}, local-task, {meta.get('threads')} worker(s), clock={meta.get('clock')}, pinned={meta.get('pinned')}")
+        print(f"invocation       {meta.get('invocation_ns', 0) / 1e3:.1f} us per program (added once, and per loop iteration)")
     print(f"training data    {meta.get('rows')} distinct kernels of {rep.get('all_programs')} programs")
     print(f"programs         {meta.get('programs_by_family')}")
     print(f"kernels by kind  {meta.get('kernels_by_kind')}")

@@ -3,6 +3,7 @@ kernels the `profiled` backend measured (costmodel.learn; docs/learned-model.md)
 
     stablehlo-opt m.mlir --annotate-cost="backend=learned hardware=host-cpu"
     stablehlo-opt m.mlir --annotate-cost="backend=learned hardware=host-cpu model=my-model.json"
+    stablehlo-opt m.mlir --annotate-cost="backend=learned hardware=h200"   # the H200 model
 
 Each kernel's features (learn/features.py: op histogram, shapes and element types, work
 and bytes by unit, dot/conv dimensions and layouts, kind) go through the model; nothing
@@ -13,9 +14,12 @@ model (the machine it learned), so a prediction does not depend on this host's
 measurements. Kernels that cannot run alone (custom calls, kernels XLA formed) fall
 back to `calibrated` (or `roofline`), marked `profile = "fallback"`.
 
-The shipped model (`costmodel/data/models/host-cpu.json.gz`) was trained on one machine
-(its `meta.device`); on another CPU it still predicts, and says so in each kernel's
-`model_device` detail.
+Two models are shipped (`costmodel/data/models`): `host-cpu.json.gz`, trained on one
+machine's CPU through IREE (its `meta.device`; on another CPU it still predicts, and says
+so in each kernel's `model_device` detail), and `h200.json.gz`, trained on GPU kernel
+times of an NVIDIA H200 through XLA (learn/gpu.py; no invocation overhead: a GPU
+program's time is its kernels'). A model predicts only the hardware it learned (its
+`meta.hardware`).
 """
 
 from __future__ import annotations
@@ -28,15 +32,29 @@ from ..rules import OpCost
 from . import BackendError, KernelCost, estimate_kernel
 
 OPTIONS = (
-    Option("model", str, "default", "a model JSON file (`costmodel learn train`); default: the shipped host-cpu model"),
+    Option("model", str, "default", "a model JSON file (`costmodel learn train`); default: the shipped model of the hardware (host-cpu, h200)"),
     Option("fallback", str, "calibrated", "backend of kernels that cannot run alone", choices=("calibrated", "roofline")),
 )
 
-SHIPPED_MODEL = "host-cpu.json.gz"
+# hardware name -> the model shipped for it (costmodel/data/models; docs/learned-model.md)
+SHIPPED_MODELS = {"host-cpu": "host-cpu.json.gz", "h200": "h200.json.gz"}
+SHIPPED_MODEL = SHIPPED_MODELS["host-cpu"]
 
 
-def shipped_model_path() -> str:
-    return str(resources.files("costmodel").joinpath("data", "models", SHIPPED_MODEL))
+def shipped_model_path(hardware: str = "host-cpu") -> str:
+    """The shipped model of `hardware`; BackendError where none is shipped."""
+    name = SHIPPED_MODELS.get(hardware)
+    if name is None:
+        raise BackendError(
+            f"backend 'learned': no model is shipped for hardware '{hardware}' (shipped: {', '.join(sorted(SHIPPED_MODELS))}); "
+            "give one with model=FILE (`costmodel learn train`)"
+        )
+    return str(resources.files("costmodel").joinpath("data", "models", name))
+
+
+def model_hardware(model) -> str:
+    """The hardware a model learned (models before GPU data: host-cpu)."""
+    return str(model.meta.get("hardware") or "host-cpu")
 
 
 _MODELS: dict = {}
@@ -53,7 +71,7 @@ def load_model(path: str):
 
 
 class LearnedBackend:
-    """Kernel times predicted from their MLIR by gradient-boosted trees trained on profiled kernels; hardware=host-cpu."""
+    """Kernel times predicted from their MLIR by gradient-boosted trees trained on measured kernels; hardware=host-cpu or h200."""
 
     name = "learned"
     options = {o.name: o.help for o in OPTIONS}
@@ -61,14 +79,18 @@ class LearnedBackend:
 
     def __init__(self, hardware: HardwareSpec, **options: str) -> None:
         opts = parse_options("learned", OPTIONS, options)
-        from .profiled import make_fallback, require_host
+        from .profiled import make_fallback
 
-        require_host("learned", hardware, "predicts the host CPU its model was trained on")
-        path = shipped_model_path() if opts["model"] == "default" else opts["model"]
+        path = shipped_model_path(hardware.name) if opts["model"] == "default" else opts["model"]
         try:
             self.model = load_model(path)
         except ValueError as err:
             raise BackendError(f"backend 'learned': {err}") from None
+        learned_on = model_hardware(self.model)
+        if learned_on != hardware.name:
+            raise BackendError(
+                f"backend 'learned': model '{path}' learned hardware '{learned_on}' and predicts only it: use hardware={learned_on} (got '{hardware.name}')"
+            )
         from ..learn.features import SpecNumbers
 
         meta = self.model.meta

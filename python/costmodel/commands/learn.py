@@ -41,7 +41,8 @@ def register(subparsers) -> None:
 
     e = sub.add_parser("eval", help="metrics of a model on datasets (kernels and whole programs)")
     e.add_argument("data", nargs="+")
-    e.add_argument("--model", default="default", help="model file (default: the shipped one)")
+    e.add_argument("--model", default="default", help="model file (default: the shipped one of --hardware)")
+    e.add_argument("--hardware", default="host-cpu", help="whose shipped model --model=default is (host-cpu, h200)")
     e.add_argument("--fusion", default="xla-tpu")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=_eval)
@@ -155,7 +156,12 @@ def _eval(args) -> int:
     from ..learn.train import evaluate_model, fmt_metrics
 
     (fusion,) = _fusions(args.fusion)[:1]
-    path = shipped_model_path() if args.model == "default" else args.model
+    from ..backends import BackendError
+
+    try:
+        path = shipped_model_path(args.hardware) if args.model == "default" else args.model
+    except BackendError as err:
+        raise CommandError(str(err)) from None
     try:
         model = TreeModel.load(path)
     except ValueError as err:

@@ -6,5 +6,6 @@ MLIR, gradient-boosted trees trained on kernels the profiled backend measured.
 - `dataset`: the JSON-lines dataset, `collect()` (`costmodel learn collect`)
 - `train`: `train_model` / `evaluate_model` (split by program; `costmodel learn train|eval`)
 - `programs`: JAX-made programs: the held-in workloads and the random corpus
+- `gpu`: a GPU's data: plan kernel programs here, measure them on the GPU, import them
 The backend itself is `costmodel.backends.learned`.
 """

@@ -52,8 +52,10 @@ def kernel_metrics(model: TreeModel, rows: list[dict]) -> dict:
 
 
 def program_predictions(model: TreeModel, programs: list[dict], fusion: str) -> list[tuple[dict, float]]:
+    from ..backends.learned import model_hardware
     from ..profiling.evaluate import predicted_total_ns
 
+    hardware = model_hardware(model)
     with tempfile.TemporaryDirectory(prefix="costmodel-model-") as tmp:
         path = os.path.join(tmp, "model.json")
         model.save(path)
@@ -61,7 +63,7 @@ def program_predictions(model: TreeModel, programs: list[dict], fusion: str) -> 
         for p in programs:
             if not p.get("measured_ns") or not p.get("text"):
                 continue
-            total, _ = predicted_total_ns(p["text"], hardware="host-cpu", backend="learned", fusion=fusion, options={"model": path})
+            total, _ = predicted_total_ns(p["text"], hardware=hardware, backend="learned", fusion=fusion, options={"model": path})
             out.append((p, total))
         from ..backends.learned import _MODELS
 

@@ -36,7 +36,7 @@ def predicted_total_ns(
                 out[key] = attr_number(s[key])
         if "backend_stats" in s:
             stats = ir.DictAttr(s["backend_stats"])
-            for name in ("kernels_measured", "kernels_from_cache", "kernels_fallback"):
+            for name in ("kernels_measured", "kernels_from_cache", "kernels_fallback", "kernels_predicted"):
                 if name in stats:
                     out[name] = attr_number(stats[name])
     return float(out["total_time_ns"]), out
