@@ -175,3 +175,19 @@ def test_mismatched_device_count_names_both_counts(model, capsys):
 def test_no_system_is_an_error(model, capsys):
     rc, _out, err = run_cli(capsys, "predict", model)
     assert rc == 1 and "give at least one --system" in err
+
+
+def test_a_program_that_runs_nothing_has_no_speedup(capsys, tmp_path):
+    """A step of no kernel and no collective takes 0 ms: its speedup is n/a in the table,
+    null in the JSON (strict JSON: never NaN), with a note saying why."""
+    src = tmp_path / "identity.mlir"
+    src.write_text("func.func @main(%a: tensor<8xf32>) -> tensor<8xf32> {\n  return %a : tensor<8xf32>\n}\n")
+    rc, out, _ = run_cli(capsys, "predict", src, "--system", "a100-40gb-x4", "--system", "h100-sxm-x4")
+    assert rc == 0
+    assert "nan" not in out.lower()
+    rows = [line for line in out.splitlines() if line.startswith(("a100-40gb-x4 ", "h100-sxm-x4 "))]
+    assert len(rows) == 2 and all(line.split()[-1] == "n/a" for line in rows)
+    assert "note: h100-sxm-x4 / roofline: the program runs no kernel and no collective here" in out
+    rc, out, _ = run_cli(capsys, "predict", src, "--system", "a100-40gb-x4", "--json")
+    doc = json.loads(out, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    assert [r["speedup"] for r in doc["rows"]] == [None]

@@ -16,7 +16,6 @@ kernels); every
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import tempfile
@@ -52,7 +51,9 @@ class Row:
     peak_memory_GiB: float | None
     hbm_GiB: float
     fits: bool | None
-    speedup: float = 1.0
+    # against the first system with the same backend; None where either step is empty
+    # (a program that runs nothing has no speed to compare)
+    speedup: float | None = 1.0
     overrides: list = field(default_factory=list)
     notes: list = field(default_factory=list)
 
@@ -379,7 +380,9 @@ def _predict(
         base: dict[str, float] = {}
         for r in rows:
             base.setdefault(r.backend, r.step_time_ms)
-            r.speedup = base[r.backend] / r.step_time_ms if r.step_time_ms else math.nan
+            r.speedup = base[r.backend] / r.step_time_ms if (r.step_time_ms and base[r.backend]) else None
+            if not r.step_time_ms:
+                r.notes.append("the program runs no kernel and no collective here: its step takes no time, and has no speedup")
         return PredictResult(os.path.abspath(path) if path != "-" else "<stdin>", program, rows, top_kernels, top_of)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -454,7 +457,7 @@ def render_table(res: PredictResult) -> str:
         lines.append(
             f"{r.system[:24]:<24} {r.backend:<10} {r.step_time_ms:>8.2f}ms {r.compute_ms:>8.2f}ms "
             f"{r.comm_ms:>7.2f}ms {r.exposed_comm_ms:>7.2f}ms {r.kernel_count:>7} {100 * r.mfu:>4.0f}% "
-            f"{100 * r.memory_bound_share:>5.0f}% {mem:>12} {r.speedup:>6.2f}x"
+            f"{100 * r.memory_bound_share:>5.0f}% {mem:>12} " + (f"{r.speedup:>6.2f}x" if r.speedup is not None else f"{'n/a':>7}")
         )
     for r in res.rows:
         for note in r.notes:
@@ -502,7 +505,8 @@ def plot(res: PredictResult, path: str) -> None:
     ax.barh(y, compute, label="compute", color="#4C72B0")
     ax.barh(y, exposed, left=compute, label="exposed communication", color="#DD8452")
     for i, r in enumerate(res.rows):
-        ax.text(r.step_time_ms, i, f" {r.step_time_ms:.1f} ms ({r.speedup:.2f}x)", va="center", fontsize=8)
+        speed = f" ({r.speedup:.2f}x)" if r.speedup is not None else ""
+        ax.text(r.step_time_ms, i, f" {r.step_time_ms:.1f} ms{speed}", va="center", fontsize=8)
     ax.set_yticks(y)
     ax.set_yticklabels(labels, fontsize=8)
     ax.invert_yaxis()
