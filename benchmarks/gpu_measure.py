@@ -231,6 +231,8 @@ def kernel_time_per_call(fn, args, calls: int) -> tuple[float, float]:
     (0, 0) when the profile has no GPU line (on a CPU)."""
     import jax
 
+    from costmodel.learn.gpu import gpu_kernel_times
+
     trace_dir = tempfile.mkdtemp(prefix="trace_micro_")
     try:
         with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
@@ -238,17 +240,11 @@ def kernel_time_per_call(fn, args, calls: int) -> tuple[float, float]:
             for _ in range(calls):
                 out = fn(*args)
             jax.block_until_ready(out)
-        found = glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True)
-        if not found:
+        by_module = gpu_kernel_times(trace_dir)  # GPU kernels, memsets and copies left out
+        if by_module is None:
             return 0.0, 0.0
-        with gzip.open(found[0], "rt") as f:
-            data = json.load(f)
-        events = data["traceEvents"] if isinstance(data, dict) else data
-        gpu = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
-               and "gpu" in e["args"]["name"].lower()}
-        kernels = [e for e in events if e.get("ph") == "X" and e["pid"] in gpu
-                   and not e["name"].lower().startswith(("memset", "memcpy"))]
-        return sum(float(e.get("dur", 0)) for e in kernels) / calls / 1e6, len(kernels) / calls
+        durations_us = [d for per_module in by_module.values() for d in per_module]
+        return sum(durations_us) / calls / 1e6, len(durations_us) / calls
     finally:
         shutil.rmtree(trace_dir, ignore_errors=True)
 

@@ -74,6 +74,11 @@ def split_by_program(names: list[str], test_fraction: float, seed: int = 0) -> t
     return set(names[n_test:]), set(names[:n_test])
 
 
+def kernel_fields(kernel, spec: SpecNumbers) -> dict:
+    """What a dataset row says of a kernel itself: its kind, features and op tokens."""
+    return {"kind": kernel.kind, "features": kernel_features(kernel, spec), "tokens": token_sequence(kernel)}
+
+
 class _Collector:
     """Wraps a ProfiledBackend: every measured kernel also becomes a dataset row."""
 
@@ -92,9 +97,7 @@ class _Collector:
             self.rows.append(
                 {
                     "signature": d["signature"],
-                    "kind": kernel.kind,
-                    "features": kernel_features(kernel, self.spec),
-                    "tokens": token_sequence(kernel),
+                    **kernel_fields(kernel, self.spec),
                     "target_ns": kc.time_ns,
                     "standalone_ns": d["standalone_ns"],
                     "spread": d["spread"],

@@ -33,8 +33,8 @@ import sys
 import tempfile
 import time
 
-from .dataset import read_dataset
-from .features import SpecNumbers, kernel_features, token_sequence
+from .dataset import kernel_fields, read_dataset
+from .features import SpecNumbers
 
 __all__ = ["plan", "measure", "write_jsonl", "read_jsonl", "read_measurements", "import_measurements"]
 
@@ -64,16 +64,7 @@ class _Planner:
         except NotStandalone:
             self.not_standalone += 1
         else:
-            self.rows.append(
-                {
-                    "signature": prog.signature,
-                    "kind": kernel.kind,
-                    "features": kernel_features(kernel, self.spec),
-                    "tokens": token_sequence(kernel),
-                    "text": prog.text,
-                    "args": _args(prog.arg_types),
-                }
-            )
+            self.rows.append({"signature": prog.signature, **kernel_fields(kernel, self.spec), "text": prog.text, "args": _args(prog.arg_types)})
         return estimate_kernel(self.inner, kernel)
 
     def __getattr__(self, name):  # everything else (estimate, overheads) is the inner backend's
