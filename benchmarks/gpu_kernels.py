@@ -54,7 +54,7 @@ def plan_cmd(args) -> int:
     _package()
     from costmodel.learn import gpu, programs as P
 
-    progs = P.corpus_programs(args.programs, seed=args.seed)
+    progs = P.corpus_programs(args.programs, seed=args.seed, scale=args.scale)
     if args.held_in:
         progs = P.held_in_programs() + progs
     for spec in args.workload or []:  # NAME=FILE: a whole step (its kernels at full scale)
@@ -138,6 +138,8 @@ def main(argv=None) -> int:
     p.add_argument("--programs", type=int, default=400)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--held-in", action="store_true", help="add the held-in workloads (learn.programs)")
+    p.add_argument("--scale", choices=("cpu", "gpu"), default="cpu",
+                   help="the generated programs' sizes: the CPU corpus (the shipped H200 model's), or training-step sizes on one GPU")
     p.add_argument("--exclude", metavar="PLAN", help="leave out programs of this plan")
     p.add_argument("--workload", action="append", metavar="NAME=FILE", help="a whole program (e.g. an exported step) to plan too")
     p.add_argument("--hardware", default="h200")

@@ -26,6 +26,10 @@ the whole call / kernels, median over repeats):
 - `launch`: 1,000 kernels on a 4 KiB array: the time of a kernel that does ~nothing;
 - `bandwidth`: 20 kernels `y = y * a + b` (bf16) per size from 1 MiB to 1 GiB, bytes
   read + written per kernel = 2 x size;
+- `bandwidth_kinds` (not in the default set; `--micro bandwidth_kinds`): at 256 MiB,
+  1 GiB and 4 GiB, profiled GPU time per kernel of `y * a + b` in bf16 and f32, `x + y`
+  and a read-only f32 sum: which streaming kernel reaches what a step's large kernels
+  reach (on the H200 the first gave 3.24 TB/s, XLA's 0.1-1 GB fusions 3.5 TB/s);
 - `matmul`: bf16 square products 1024..8192;
 - `reduce`: batch-norm statistics (sum and sum of squares over N, H, W in f32) of the
   bf16 activations of ResNet-18/50 at batch 256, profiled kernel time per call;
@@ -204,6 +208,39 @@ def micro_bandwidth(smoke: bool) -> None:
         del x
     RESULTS["micro"]["bandwidth"] = rows
     log("bandwidth: " + ", ".join(f"{r['bytes'] >> 20}MiB {r['GBps_read_plus_written']:.0f}" for r in rows))
+
+
+@guarded("micro.bandwidth_kinds")
+def micro_bandwidth_kinds(smoke: bool) -> None:
+    """Which streaming kernel reaches the bandwidth of a step's large kernels: per kind
+    and size, the GPU time per kernel from a profile (no host floor). Kinds: y = y * a + b
+    in bf16 and in f32 (read + write), z = x + y (two reads, one write), and a sum of all
+    elements in f32 (read only)."""
+    import jax
+    import jax.numpy as jnp
+
+    sizes_log2 = (20, 22) if smoke else (28, 30, 32)  # 256 MiB, 1 GiB, 4 GiB
+    n = 4 if smoke else 10
+    axpb = chain(n, lambda y: y * 1.0001 + 1)
+    add2 = chain(n, lambda xy: (xy[0] + xy[1], xy[1]))
+    total = jax.jit(lambda x: jnp.sum(x, dtype=jnp.float32))
+    rows = []
+    for p in sizes_log2:
+        size = 2**p
+        for kind, dt, fn, moved in (("axpb", jnp.bfloat16, axpb, 2), ("axpb", jnp.float32, axpb, 2),
+                                    ("add2", jnp.bfloat16, add2, 3), ("sum", jnp.bfloat16, total, 1)):
+            x = jnp.ones((size // jnp.dtype(dt).itemsize,), dt)
+            args = ((x, x + 1),) if kind == "add2" else (x,)
+            jax.block_until_ready(fn(*args))
+            kernel_s, kernels = kernel_time_per_call(fn, args, calls=3)
+            if not kernel_s:  # no GPU line (a CPU): wall time, host floor included
+                kernel_s, kernels = wall_per_call(fn, args, repeats=3)["median_s"], n if kind != "sum" else 1
+            per_kernel = kernel_s / max(kernels, 1)
+            rows.append({"kind": kind, "dtype": jnp.dtype(dt).name, "bytes": size, "bytes_moved_per_kernel": moved * size,
+                         "kernels_per_call": kernels, "per_kernel_s": per_kernel, "GBps": moved * size / per_kernel / 1e9})
+            del x, args
+    RESULTS["micro"]["bandwidth_kinds"] = rows
+    log("bandwidth by kind: " + ", ".join(f"{r['kind']}-{r['dtype']} {r['bytes'] >> 20}MiB {r['GBps']:.0f}" for r in rows))
 
 
 @guarded("micro.matmul")
@@ -554,8 +591,8 @@ def main(argv=None) -> int:
         guarded(f"step.{models[0]}")(run_step)(models[0], args.smoke, args.mode)
     if not args.no_micro:
         chosen = set(args.micro.split(","))
-        for name, fn in (("launch", micro_launch), ("bandwidth", micro_bandwidth), ("matmul", micro_matmul),
-                         ("conv", micro_conv), ("reduce", micro_reduce)):
+        for name, fn in (("launch", micro_launch), ("bandwidth", micro_bandwidth), ("bandwidth_kinds", micro_bandwidth_kinds),
+                         ("matmul", micro_matmul), ("conv", micro_conv), ("reduce", micro_reduce)):
             if name in chosen:
                 fn(args.smoke)
     for name in models[1:]:

@@ -206,3 +206,24 @@ def test_shipped_h200_model(profile_cache):
     assert not (profile_cache / "profiles.sqlite3").exists()  # nothing was measured
     with pytest.raises(BackendError, match="no model is shipped for hardware 'a100-40gb' \\(shipped: h200, host-cpu\\)"):
         make_backend("learned", load_hardware("a100-40gb"), {})
+
+
+def test_gpu_scale_corpus():
+    """The GPU families: training-step sizes (tensors of 1M elements and more), bf16
+    convolutions with their input and filter gradients; planned like any program; the
+    CPU corpus of a seed is unchanged by their existence."""
+    from costmodel.learn.programs import GPU_FAMILIES, corpus_programs
+    from costmodel.profiling.ireerun import main_arg_infos
+
+    progs = corpus_programs(24, seed=3, scale="gpu")
+    assert len({p.name for p in progs}) == 24 and {p.family for p in progs} <= set(GPU_FAMILIES)
+    for p in progs:
+        assert max(i.num_elements for i in main_arg_infos(p.text)) >= 1 << 20, p.name
+    convs = [p for p in progs if p.family == "conv"]
+    assert {p.name.split("-")[1] for p in convs} == {"fwd", "dx", "dw"}
+    assert all("bf16" in p.text and "stablehlo.convolution" in p.text for p in convs)
+    assert [p.name for p in corpus_programs(3, seed=3)] == [p.name for p in corpus_programs(3, seed=3, scale="cpu")]
+    assert not {p.name for p in corpus_programs(24, seed=3)} & {p.name for p in progs}
+    rows = gpu.plan(convs[:2], hardware="h200")
+    assert {r["program"] for r in rows if r["type"] == "kernel"} == {p.name for p in convs[:2]}
+    assert any(r["kind"] == "conv" for r in rows if r["type"] == "kernel")

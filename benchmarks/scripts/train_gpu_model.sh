@@ -23,6 +23,8 @@ if [ "$STEP" = plan ]; then
     costmodel workloads export resnet18 --mode train --devices 1 --global-batch 32 --dtype bf16 -o "$WORK/resnet18_b32.mlir"
     python $G plan --hardware "$GPU" --programs 0 --workload resnet18_train_b32="$WORK/resnet18_b32.mlir" --fusion xla-gpu -o $D/train_wl.jsonl.gz
     python $G plan --hardware "$GPU" --programs 80 --seed 1 --exclude $D/train_corpus.jsonl.gz --fusion xla-gpu -o $D/eval.jsonl.gz
+    # (not in the shipped model: `python $G plan --hardware "$GPU" --scale gpu --programs 300 --seed 20
+    #  --fusion xla-gpu -o $D/train_gpuscale.jsonl.gz` plans training-step sizes for a next session)
     # 2. on the GPU: OUT=... benchmarks/scripts/gpu_session.sh $GPU (then, if its time ran
     #    out, `$G measure ... --start N` for the rest); keep the files as $D/measured-*.json
     exit 0

@@ -6,11 +6,14 @@ backend (`costmodel learn collect`).
     corpus_programs(n, seed)     -> n programs drawn from FAMILIES (GEMMs and convolutions of every
                                     layout, elementwise chains, reductions, attention, layer norm,
                                     pooling, gather/scatter, sort, fft, loops, ...)
+    corpus_programs(n, seed, scale="gpu") -> from GPU_FAMILIES: training-step sizes on one GPU
+                                    (bf16 convolutions and their gradients, large GEMMs,
+                                    elementwise chains and reductions of 1M-128M elements)
 
 Every program is `jax.jit(f).lower(*abstract args).as_text()` (weights are arguments, no
 large constants), single device, f32 unless the family draws another element type. Needs
 the `[jax]` extra. Sizes are drawn so that a program runs between ~10 us and ~20 ms on
-one CPU core.
+one CPU core (the GPU families: between ~10 us and a few ms on one GPU).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-__all__ = ["Program", "held_in_programs", "corpus_programs", "FAMILIES", "generate"]
+__all__ = ["Program", "held_in_programs", "corpus_programs", "FAMILIES", "GPU_FAMILIES", "generate"]
 
 
 @dataclass
@@ -486,24 +489,130 @@ FAMILIES = {
 }
 
 
-def generate(family: str, seed: int) -> Program:
-    r = random.Random(f"{family}:{seed}")
-    fn = FAMILIES[family][0]
+# --------------------------------------------------------------------------------------
+# GPU scale: the sizes and element types of a training step on one GPU (tensors of
+# 1 MB-1 GB, bf16 convolutions with their gradients); a CPU core would take seconds
+# to minutes for one of these, a GPU tens of microseconds to milliseconds.
+# --------------------------------------------------------------------------------------
+
+
+def _gpu_conv_prog(r):
+    """A ResNet-like NHWC bf16 convolution at training batch sizes: the forward, or the
+    gradient with respect to its input or its filter (what a training step runs)."""
+    jax, jnp = _jax()
+    n = _pick(r, (16, 32, 64, 128, 256))
+    hw, c = _pick(r, ((112, 3), (56, 64), (56, 128), (28, 128), (28, 256), (14, 256), (14, 512), (7, 512), (56, 256), (28, 512), (14, 1024), (7, 2048)))
+    co = _pick(r, (64, 128, 256, 512)) if c > 3 else 64
+    ksz = _pick(r, (1, 3, 3)) if c > 3 else 7
+    stride = _pick(r, (1, 1, 1, 2)) if c > 3 else 2
+    while n * hw * hw * c * co * ksz * ksz > 2e11 and n > 16:
+        n //= 2
+    what = _pick(r, ("fwd", "dx", "dw"))
+    dn = ("NHWC", "HWIO", "NHWC")
+
+    def conv(x, w):
+        return jax.lax.conv_general_dilated(x, w, (stride, stride), "SAME", dimension_numbers=dn)
+
+    xs, ws = (n, hw, hw, c), (ksz, ksz, c, co)
+    name = f"gconv-{what}-n{n}-{hw}x{hw}-c{c}-o{co}-k{ksz}-s{stride}"
+    if what == "fwd":
+        return name, _lower(conv, (xs, "bfloat16"), (ws, "bfloat16"))
+    x0 = jax.ShapeDtypeStruct(xs, jnp.bfloat16)
+    w0 = jax.ShapeDtypeStruct(ws, jnp.bfloat16)
+    ys = jax.eval_shape(conv, x0, w0).shape
+    if what == "dx":
+        return name, _lower(lambda w, g: jax.vjp(lambda x: conv(x, w), jnp.zeros(xs, jnp.bfloat16))[1](g)[0], (ws, "bfloat16"), (ys, "bfloat16"))
+    return name, _lower(lambda x, g: jax.vjp(lambda w: conv(x, w), jnp.zeros(ws, jnp.bfloat16))[1](g)[0], (xs, "bfloat16"), (ys, "bfloat16"))
+
+
+def _gpu_gemm_prog(r):
+    m, n, k = (_pick(r, (256, 512, 1024, 2048, 4096, 8192)) for _ in range(3))
+    dt = _pick(r, ("bfloat16", "bfloat16", "float32"))
+    jax, jnp = _jax()
+    return f"ggemm-{m}x{n}x{k}-{dt}", _lower(lambda a, w: a @ w, ((m, k), dt), ((k, n), dt))
+
+
+def _gpu_shape(r, max_elems=1 << 27):
+    """A 4-D activation-like shape (batch, h, w, c) or a 2-D (tokens, d) one, 1M-128M elements."""
+    if _pick(r, (0, 1)):
+        b, hw, c = _pick(r, (32, 64, 128, 256)), _pick(r, (7, 14, 28, 56, 112)), _pick(r, (64, 128, 256, 512, 1024, 2048))
+        dims = [b, hw, hw, c]
+    else:
+        dims = [_pick(r, (2048, 4096, 8192, 16384)), _pick(r, (512, 768, 1024, 2048, 4096))]
+    while _prod(dims) > max_elems:
+        dims[0] //= 2
+    while _prod(dims) < 1 << 20:
+        dims[0] *= 2
+    return tuple(dims)
+
+
+def _gpu_elementwise_prog(r):
+    jax, jnp = _jax()
+    shape = _gpu_shape(r)
+    dt = _pick(r, ("bfloat16", "float32"))
+    ops = [("add", lambda a, b: a + b), ("mul", lambda a, b: a * b), ("relu", lambda a, b: jax.nn.relu(a)),
+           ("select", lambda a, b: jnp.where(a > 0, b, 0)), ("exp", lambda a, b: jnp.exp(a)), ("gelu", lambda a, b: jax.nn.gelu(a)),
+           ("convert", lambda a, b: a.astype(jnp.float32).astype(a.dtype))]
+    chain = [_pick(r, ops) for _ in range(_pick(r, (1, 2, 3, 4)))]
+    bcast = _pick(r, (False, True))
+
+    def f(a, b, c):
+        x = a
+        for _, op in chain:
+            x = op(x, b)
+        return x * c if bcast else x
+
+    cshape = shape[-1:] if bcast else (1,)
+    name = f"gew-{'-'.join(n for n, _ in chain)}-{'x'.join(map(str, shape))}-{dt}" + ("-bcast" if bcast else "")
+    return name, _lower(f, (shape, dt), (shape, dt), (cshape, dt))
+
+
+def _gpu_reduce_prog(r):
+    """Batch-norm-like statistics (all but the last dimension, in f32) or a row reduction."""
+    jax, jnp = _jax()
+    shape = _gpu_shape(r)
+    dt = _pick(r, ("bfloat16", "float32"))
+    kind = _pick(r, ("stats", "rows", "sum-sq"))
+    axes = tuple(range(len(shape) - 1)) if kind != "rows" else (len(shape) - 1,)
+
+    def f(x):
+        xf = x.astype(jnp.float32)
+        if kind == "sum-sq":
+            return (xf * xf).sum(axes)
+        return xf.sum(axes) if kind == "rows" else (xf.mean(axes), xf.var(axes))
+
+    return f"greduce-{kind}-{'x'.join(map(str, shape))}-{dt}", _lower(f, (shape, dt))
+
+
+GPU_FAMILIES = {
+    "conv": (_gpu_conv_prog, 4),
+    "gemm": (_gpu_gemm_prog, 2),
+    "elementwise": (_gpu_elementwise_prog, 2),
+    "reduce": (_gpu_reduce_prog, 2),
+}
+SCALES = {"cpu": FAMILIES, "gpu": GPU_FAMILIES}
+
+
+def generate(family: str, seed: int, scale: str = "cpu") -> Program:
+    r = random.Random(f"{family}:{seed}" if scale == "cpu" else f"{scale}:{family}:{seed}")
+    fn = SCALES[scale][family][0]
     name, text = fn(r)
     return Program(f"{name}#{seed}", family, text)
 
 
-def corpus_programs(n: int, seed: int = 0, families=None) -> list[Program]:
-    """n programs, families drawn by weight; names are unique (duplicates redrawn)."""
-    fams = list(families or FAMILIES)
-    weights = [FAMILIES[f][1] for f in fams]
+def corpus_programs(n: int, seed: int = 0, families=None, scale: str = "cpu") -> list[Program]:
+    """n programs, families drawn by weight; names are unique (duplicates redrawn).
+    scale="gpu": the GPU_FAMILIES (training-step sizes, bf16)."""
+    table = SCALES[scale]
+    fams = list(families or table)
+    weights = [table[f][1] for f in fams]
     r = random.Random(seed)
     out, seen = [], set()
     attempts = 0
     while len(out) < n and attempts < 20 * n:
         attempts += 1
         fam = r.choices(fams, weights)[0]
-        p = generate(fam, r.randrange(1 << 30))
+        p = generate(fam, r.randrange(1 << 30), scale)
         base = p.name.split("#")[0]
         if base in seen:
             continue
