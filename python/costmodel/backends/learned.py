@@ -145,4 +145,7 @@ class LearnedBackend:
         return self.invocation_ns
 
     def summary_stats(self) -> dict:
-        return {"kernels_predicted": self.predicted, "kernels_fallback": self.fallbacks, "threads": self.threads}
+        stats = {"kernels_predicted": self.predicted, "kernels_fallback": self.fallbacks}
+        if self.threads:  # the IREE workers of a CPU model's measurements (a GPU model has none)
+            stats["threads"] = self.threads
+        return stats
