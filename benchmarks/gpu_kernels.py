@@ -167,7 +167,14 @@ def main(argv=None) -> int:
     e.add_argument("--fusion", default="xla-gpu")
     e.add_argument("--json", metavar="FILE")
     args = ap.parse_args(argv)
-    return {"plan": plan_cmd, "measure": measure_cmd, "import": import_cmd, "eval": eval_cmd}[args.cmd](args)
+    _package()
+    from costmodel.ir import InputError
+
+    try:
+        return {"plan": plan_cmd, "measure": measure_cmd, "import": import_cmd, "eval": eval_cmd}[args.cmd](args)
+    except (OSError, ValueError, InputError) as err:  # a missing or unreadable file, plans of other hardware: one line
+        print(f"gpu_kernels: error: {err}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
