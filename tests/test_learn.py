@@ -122,6 +122,13 @@ def test_tiny_train_predict_cycle(tmp_path):
     for r in rows[:20]:
         assert model.predict_ns(r["features"]) == pytest.approx(r["target_ns"], rel=0.10)
         assert roof.predict_ns(r["features"]) == pytest.approx(r["target_ns"], rel=0.10)
+    # the training support (per kernel kind, the largest log1p(roofline ns) seen): rows
+    # without a kind define none, so the model extrapolates
+    assert "support_log_roofline_ns" not in model.meta
+    kinds = [{**r, "kind": "loop" if r["features"]["kind_loop"] else "input"} for r in rows]
+    kinds[0]["features"] = {**kinds[0]["features"], "log_roofline_ns": 9.5}
+    supported = train(kinds, {"n_estimators": 5, "max_depth": 2}, {"device": "test"})
+    assert supported.meta["support_log_roofline_ns"] == {"input": 9.5, "loop": 0.0}  # rows[0] is an input kernel (i = 0)
     path = tmp_path / "m.json"
     model.save(str(path))
     again = TreeModel.load(str(path))

@@ -165,6 +165,23 @@ def test_measure_import_train_predict_cycle(tmp_path, profile_cache):
     with pytest.raises(BackendError, match="learned hardware 'h200' and predicts only it: use hardware=h200 \\(got 'host-cpu'\\)"):
         make_backend("learned", load_hardware("host-cpu"), {"model": path})
 
+    # its training support: per kind, the largest roofline time of its training kernels
+    support = model.meta["support_log_roofline_ns"]
+    assert support == {k["kind"]: k["features"]["log_roofline_ns"] for k in ds.kernels}  # one kernel of each kind
+    # a larger GEMM, and a kind it never saw (an elementwise loop kernel): the fallback
+    # (calibrated) answers, marked, unless beyond=extrapolate
+    bigger = TEXT.replace("64x128", "2048x4096").replace("128x32", "4096x1024").replace("64x32", "2048x1024").replace("64xf32", "2048xf32")
+    loop = "func.func @main(%x: tensor<256x256xf32>) -> tensor<256x256xf32> {\n  %0 = stablehlo.exponential %x : tensor<256x256xf32>\n  return %0 : tensor<256x256xf32>\n}\n"
+    calibrated, _ = predicted_total_ns(loop, hardware="h200", backend="calibrated", fusion="xla-gpu")
+    total, summary = predicted_total_ns(loop, hardware="h200", backend="learned", fusion="xla-gpu", options={"model": path})
+    assert summary["kernels_fallback"] == 1 and summary.get("kernels_predicted", 0) == 0 and total == calibrated
+    total, summary = predicted_total_ns(bigger, hardware="h200", backend="learned", fusion="xla-gpu", options={"model": path})
+    assert summary["kernels_fallback"] == 2 and summary.get("kernels_predicted", 0) == 0
+    _, summary = predicted_total_ns(bigger, hardware="h200", backend="learned", fusion="xla-gpu", options={"model": path, "beyond": "extrapolate"})
+    assert summary["kernels_predicted"] == 2 and summary.get("kernels_fallback", 0) == 0
+    with pytest.raises(BackendError, match="beyond"):
+        make_backend("learned", load_hardware("h200"), {"model": path, "beyond": "maybe"})
+
 
 def test_import_refuses_plans_of_other_hardware(tmp_path):
     _, a = _plan(tmp_path)

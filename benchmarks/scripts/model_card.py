@@ -36,6 +36,13 @@ def main(argv=None) -> int:
     print(f"training data    {meta.get('rows')} distinct kernels of {rep.get('all_programs')} programs")
     print(f"programs         {meta.get('programs_by_family')}")
     print(f"kernels by kind  {meta.get('kernels_by_kind')}")
+    support = meta.get("support_log_roofline_ns")
+    if support:  # beyond it (per kind, the largest roofline time trained on) the fallback answers
+        import math
+
+        print("support          " + ", ".join(f"{k} <= {math.expm1(v) / 1e3:.1f} us" for k, v in support.items()) + " of roofline time")
+    else:
+        print("support          none recorded: the model extrapolates to every kernel")
     if "split" in rep:
         s = rep["split"]
         print(f"held-out split   {s['train_programs']} train / {s['test_programs']} test programs (seed {rep.get('seed')}), {s['test_kernels_unseen']} unseen test kernels")

@@ -12,7 +12,10 @@ a host round trip per loop iteration, both as measured where the model's data wa
 collected (its `meta`). The roofline features use the peaks and bandwidth stored in the
 model (the machine it learned), so a prediction does not depend on this host's
 measurements. Kernels that cannot run alone (custom calls, kernels XLA formed) fall
-back to `calibrated` (or `roofline`), marked `profile = "fallback"`.
+back to `calibrated` (or `roofline`), marked `profile = "fallback"`; so do kernels
+beyond the model's training data (`beyond=fallback`, the default): a kernel whose
+roofline time is above the largest the model saw for its kind, or of a kind it never
+saw, which trees can only extrapolate (`beyond=extrapolate` lets the model answer).
 
 Two models are shipped (`costmodel/data/models`): `host-cpu.json.gz`, trained on one
 machine's CPU through IREE (its `meta.device`; on another CPU it still predicts, and says
@@ -24,6 +27,7 @@ program's time is its kernels'). A model predicts only the hardware it learned (
 
 from __future__ import annotations
 
+import math
 from importlib import resources
 
 from ..hardware import HardwareSpec
@@ -34,6 +38,13 @@ from . import BackendError, KernelCost, estimate_kernel
 OPTIONS = (
     Option("model", str, "default", "a model JSON file (`costmodel learn train`); default: the shipped model of the hardware (host-cpu, h200)"),
     Option("fallback", str, "calibrated", "backend of kernels that cannot run alone", choices=("calibrated", "roofline")),
+    Option(
+        "beyond",
+        str,
+        "fallback",
+        "a kernel larger (roofline time) than any of its kind in the model's training data: the fallback answers, or the model extrapolates",
+        choices=("fallback", "extrapolate"),
+    ),
 )
 
 # hardware name -> the model shipped for it (costmodel/data/models; docs/learned-model.md)
@@ -108,8 +119,12 @@ class LearnedBackend:
             hardware = host_spec_for_threads(hardware, self.threads)
         self.fallback_name = opts["fallback"] if (opts["fallback"] == "roofline" or hardware.calibration) else "roofline"
         self.fallback = make_fallback(self.fallback_name, hardware)
+        # per kernel kind, the largest log1p(roofline ns) of the training kernels (models
+        # trained before 2026-11-27 have none: they always extrapolate)
+        self.support = dict(self.model.meta.get("support_log_roofline_ns") or {}) if opts["beyond"] == "fallback" else {}
         self.predicted = 0
         self.fallbacks = 0
+        self.beyond = 0
 
     def estimate_kernel(self, kernel) -> KernelCost:
         from ..learn.features import kernel_features
@@ -118,7 +133,14 @@ class LearnedBackend:
         why = standalone_problem(kernel)
         if why is not None:
             return self._fallback(kernel, f"cannot run alone: {why}")
-        t = self.model.predict_ns(kernel_features(kernel, self.spec))
+        features = kernel_features(kernel, self.spec)
+        if self.support:
+            seen = self.support.get(kernel.kind)
+            if seen is None or features.get("log_roofline_ns", 0.0) > seen:
+                self.beyond += 1
+                what = "no kernel of its kind" if seen is None else f"a roofline time above the largest of its kind ({math.expm1(seen) / 1e3:.1f} us)"
+                return self._fallback(kernel, f"beyond the model's training data: {what}")
+        t = self.model.predict_ns(features)
         self.predicted += 1
         from .profiled import roofline_bound
 
@@ -145,7 +167,7 @@ class LearnedBackend:
         return self.invocation_ns
 
     def summary_stats(self) -> dict:
-        stats = {"kernels_predicted": self.predicted, "kernels_fallback": self.fallbacks}
+        stats = {"kernels_predicted": self.predicted, "kernels_fallback": self.fallbacks, "kernels_beyond_training": self.beyond}
         if self.threads:  # the IREE workers of a CPU model's measurements (a GPU model has none)
             stats["threads"] = self.threads
         return stats

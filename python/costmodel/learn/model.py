@@ -184,4 +184,13 @@ def train(
     model = TreeModel(list(FEATURE_NAMES), init, float(gbr.learning_rate), trees, dict(meta or {}), baseline, float(baseline_floor_ns))
     model.meta.setdefault("params", p)
     model.meta.setdefault("rows", len(rows))
+    # the training support: per kernel kind, the largest roofline time it saw (the
+    # learned backend hands a larger kernel of that kind to its fallback)
+    # (rows without a kind, as made by hand, define none: such a model extrapolates)
+    support: dict = {}
+    for r in rows:
+        if "kind" in r:
+            support[r["kind"]] = max(support.get(r["kind"], 0.0), float(r["features"].get("log_roofline_ns", 0.0)))
+    if support:
+        model.meta["support_log_roofline_ns"] = dict(sorted(support.items()))
     return model
