@@ -125,11 +125,19 @@ def workload(directory: str, model: str, mode: str) -> str:
     return path
 
 
+def backend_spec(spec: str) -> tuple[str, dict]:
+    """'learned:beyond=extrapolate' -> ('learned', {'beyond': 'extrapolate'}): a backend
+    with its own options (--backend)."""
+    name, _, opts = spec.partition(":")
+    return name, dict(kv.split("=", 1) for kv in opts.split(",") if kv)
+
+
 def predict(path: str, system: str, backend: str):
     from costmodel.pipeline import predict_step
 
+    name, opts = backend_spec(backend)
     with open(path, "rb") as f:
-        return predict_step(f.read(), system=system, backend=backend, source=os.path.basename(path))
+        return predict_step(f.read(), system=system, backend=name, source=os.path.basename(path), backend_options=opts)
 
 
 def predicted_kernels(path: str, hardware: str, backend: str = "calibrated"):
@@ -138,8 +146,9 @@ def predicted_kernels(path: str, hardware: str, backend: str = "calibrated"):
     mesh; calls inlined)."""
     from costmodel.pipeline import step_kernels
 
+    name, opts = backend_spec(backend)
     with open(path, "rb") as f:
-        return step_kernels(f.read(), hardware=hardware, backend=backend, source=os.path.basename(path))
+        return step_kernels(f.read(), hardware=hardware, backend=name, source=os.path.basename(path), backend_options=opts)
 
 
 def predicted_category(row) -> str:
@@ -251,6 +260,16 @@ def section_steps(args, runs, doc) -> None:
             pred = [r["predicted_ms"][b] for r in doc["steps"] if r["mode"] == mode and r["model"] in RESNETS]
             if len(pred) == len(RESNETS):
                 print(f"ordering resnet18 < ... < resnet200 ({mode}, {b}): {'holds' if pred == sorted(pred) else 'BROKEN'}")
+    for b in [b for b in args.backend if backend_spec(b)[0] == "learned"]:  # how much of each step the model itself answers
+        shares = []
+        for r in doc["steps"]:
+            rows = predicted_kernels(workload(args.workloads, r["model"], r["mode"]), hardware, b)
+            total = sum(k.total_time_ns for k in rows) or 1.0
+            fb = sum(k.total_time_ns for k in rows if k.profile == "fallback")
+            r.setdefault("fallback_time_share", {})[b] = fb / total
+            shares.append(f"{r['model']} {100 * fb / total:.0f}%")
+        print(f"{b}: share of the step's kernel time from its fallback (beyond its training data, or not standalone): "
+              + ", ".join(shares))
     spreads = [(k, v["spread"]) for k, v in steps.items() if v["spread"] is not None]
     for (model, mode), spread in spreads:
         print(f"run-to-run spread of the measurement, {model} {mode}: {100 * spread:.1f}% ({steps[(model, mode)]['runs']})")
@@ -308,7 +327,7 @@ def section_kernels(args, runs, doc) -> None:
     from costmodel.systems import load_system
 
     hardware = load_system(args.system).hardware
-    print("== 2. Kernels per step: measured (profiler) vs our formation; time by category, calibrated ==")
+    print("== 2. Kernels per step: measured (profiler) vs our formation; time by category, calibrated (and --backend's others) ==")
     for run_name, res in runs.items():
         traces = tar_members(os.path.join(args.data, run_name, "traces.tar"))
         for fname, blob in sorted(traces.items()):
@@ -349,6 +368,12 @@ def section_kernels(args, runs, doc) -> None:
             print("   " + " ".join(f"{c:>12}" for c in CATEGORIES) + f" {'total':>9}")
             print("   " + " ".join(f"{meas[c]:>10.2f}ms" for c in CATEGORIES) + f" {sum(meas.values()):>7.2f}ms measured")
             print("   " + " ".join(f"{pred[c]:>10.2f}ms" for c in CATEGORIES) + f" {sum(pred.values()):>7.2f}ms calibrated")
+            for b in [b for b in args.backend if b not in ("roofline", "calibrated")]:  # e.g. learned
+                other = {c: 0.0 for c in CATEGORIES}
+                for r in predicted_kernels(workload(args.workloads, model, mode), hardware, b):
+                    other[predicted_category(r)] += r.total_time_ns / 1e6
+                rec.setdefault("predicted_ms_by_backend", {})[b] = other
+                print("   " + " ".join(f"{other[c]:>10.2f}ms" for c in CATEGORIES) + f" {sum(other.values()):>7.2f}ms {b}")
     print()
 
 
@@ -519,7 +544,8 @@ def main(argv=None) -> int:
     ap.add_argument("--data", default=os.path.join(HERE, "data", "gpu", "h100-sxm"))
     ap.add_argument("--system", default="h100-sxm-x4", help="system whose hardware was measured (default h100-sxm-x4)")
     ap.add_argument("--workloads", default=os.path.join(HERE, "data", "workloads"))
-    ap.add_argument("--backend", action="append", help="default: roofline and calibrated")
+    ap.add_argument("--backend", action="append",
+                    help="default: roofline and calibrated; NAME:KEY=VALUE,... gives a backend its options (learned:beyond=extrapolate)")
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--skip", action="append", default=[], choices=("steps", "kernels", "micro"))
     ap.add_argument("--compare", metavar="DIR:SYSTEM", help="another GPU's measurements (e.g. benchmarks/data/gpu/h100-sxm:h100-sxm-x4): measured vs predicted speedup")

@@ -221,6 +221,18 @@ def test_shipped_h200_model(profile_cache):
     assert total == pytest.approx(sum(model.predict_ns(k["features"]) for k in kernels), rel=1e-9)
     assert 1e3 < total < 1e6  # two small kernels: microseconds
     assert not (profile_cache / "profiles.sqlite3").exists()  # nothing was measured
+    # each kernel says who timed it (costmodel kernels, gpu_eval): a 4096^3 GEMM is beyond
+    # the model's GEMMs (its support); the reduction of its 64 MB result (a roofline of
+    # ~14 us) is within the support of reduction kernels
+    from costmodel.pipeline import step_kernels
+
+    big = TEXT.replace("64x128", "4096x4096").replace("128x32", "4096x4096").replace("64x32", "4096x4096").replace("64xf32", "4096xf32")
+    rows = step_kernels(big, hardware="h200", backend="learned")
+    assert {r.kind: r.profile for r in rows} == {"gemm": "fallback", "input": "learned"}
+    rows = step_kernels(TEXT, hardware="h200", backend="learned")
+    assert {r.kind: r.profile for r in rows} == {"gemm": "learned", "input": "learned"}
+    assert rows[0].to_dict()["profile"] == "learned"
+    assert "profile" not in step_kernels(TEXT, hardware="h200", backend="calibrated")[0].to_dict()
     with pytest.raises(BackendError, match="no model is shipped for hardware 'a100-40gb' \\(shipped: h200, host-cpu\\)"):
         make_backend("learned", load_hardware("a100-40gb"), {})
 

@@ -10,6 +10,8 @@ module that is sharded but not partitioned is partitioned first (propagate-shard
 Private functions are inlined before kernel formation, as XLA does before it fuses
 (`inline=False` keeps calls as kernel boundaries, as `annotate-cost` does by default;
 docs/kernels.md "Validation" compares both with XLA GPU's own kernels).
+`backend_options` gives the backend its own options, as annotate-cost's extra keys do
+(e.g. {"beyond": "extrapolate"} for `learned`).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def _summary(module) -> dict:
     return out
 
 
-def _partition_inline_annotate(module, session, *, hardware: str, backend: str, fusion: str, inline: bool) -> None:
+def _partition_inline_annotate(module, session, *, hardware: str, backend: str, fusion: str, inline: bool, backend_options=None) -> None:
     """What predict_step does to a program before it extracts the collectives: a sharded
     program partitioned first (propagate-shardings), every call inlined (as XLA does
     before it fuses), then annotate-cost."""
@@ -77,14 +79,17 @@ def _partition_inline_annotate(module, session, *, hardware: str, backend: str, 
         from .ir import inline_calls
 
         inline_calls(module)
-    annotate_module(module, session.diagnostics, hardware=hardware, backend=backend, fusion=fusion)
+    annotate_module(module, session.diagnostics, hardware=hardware, backend=backend, fusion=fusion, backend_options=backend_options or {})
 
 
-def step_kernels(text: str | bytes, *, hardware: str, backend: str = "calibrated", fusion: str = "", source: str = "<module>"):
+def step_kernels(
+    text: str | bytes, *, hardware: str, backend: str = "calibrated", fusion: str = "", source: str = "<module>", backend_options=None
+):
     """The kernels (costmodel.kernels.report.KernelRow) of a step as predict_step forms
     them (partitioned when sharded, calls inlined), for comparisons with a compiler's
     own kernels (tests/test_kernels_xla_hlo.py, benchmarks/gpu_eval.py). Raises
-    PipelineError when a pass fails."""
+    PipelineError when a pass fails. `backend_options`: the backend's own options
+    (e.g. {"beyond": "extrapolate"} for learned)."""
     from .ir import DEEP_RECURSION, recursion_limit
     from .kernels.report import collect_kernels
     from .passes import PassError, PassSession
@@ -98,7 +103,9 @@ def step_kernels(text: str | bytes, *, hardware: str, backend: str = "calibrated
             diags.add_mlir(err.error_diagnostics)
             raise PipelineError(f"parse: {diags.diagnostics[0].render() if diags.diagnostics else 'failed'}") from None
         try:
-            _partition_inline_annotate(module, PassSession(diagnostics=diags), hardware=hardware, backend=backend, fusion=fusion, inline=True)
+            _partition_inline_annotate(
+                module, PassSession(diagnostics=diags), hardware=hardware, backend=backend, fusion=fusion, inline=True, backend_options=backend_options
+            )
         except PassError:
             errors = [d for d in diags.diagnostics if d.severity == "error"]
             raise PipelineError(f"pipeline: {errors[0].render() if errors else 'failed'}") from None
@@ -123,6 +130,7 @@ def _predict_step(
     source: str = "<module>",
     granularity: str = "region",
     inline: bool = True,
+    backend_options: dict | None = None,
 ) -> StepPrediction:
     from .chakra.export import run_from_pass
     from .passes import PassError, PassSession, get_pass, parse_options
@@ -148,7 +156,7 @@ def _predict_step(
                 diags.add_mlir(err.error_diagnostics)
                 raise first_error("parse") from None
             try:
-                _partition_inline_annotate(module, session, hardware=hw, backend=backend, fusion=fusion, inline=inline)
+                _partition_inline_annotate(module, session, hardware=hw, backend=backend, fusion=fusion, inline=inline, backend_options=backend_options)
                 extract = get_pass("extract-collectives")
                 extract.run(module, parse_options(extract, f"system={system} chakra=false"), session)
                 result = run_from_pass(

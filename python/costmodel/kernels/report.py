@@ -29,6 +29,9 @@ class KernelRow:
     ops: list = field(default_factory=list)  # op names (root last)
     shape: str = ""  # the root's result type
     location: str = ""
+    # who timed it, where the backend says (profiled/learned: measured, cache, learned,
+    # fallback); empty for roofline and calibrated
+    profile: str = ""
 
     @property
     def total_time_ns(self) -> float:
@@ -49,6 +52,7 @@ class KernelRow:
             "ops": self.ops,
             "shape": self.shape,
             "location": self.location,
+            **({"profile": self.profile} if self.profile else {}),
         }
 
 
@@ -105,6 +109,7 @@ def collect_kernels(module) -> list[KernelRow]:
                             launches=_int(d, "launches") or 1,
                             shape=shape,
                             location=format_location(child.location, ""),
+                            profile=ir.StringAttr(d["profile"]).value if "profile" in d else "",
                         )
                     stack.append(child)
     for kid, names in members.items():
