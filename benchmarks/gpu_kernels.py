@@ -104,9 +104,16 @@ def eval_cmd(args) -> int:
         row["kernel sum"] = sum(k["target_ns"] for k in ks) if ks else None
         for b in backends:
             opts = {"model": args.model} if (b == "learned" and args.model) else {}
-            row[b], _ = predicted_total_ns(p["text"], hardware=hardware, backend=b, fusion=args.fusion, options=opts)
+            row[b], summary = predicted_total_ns(p["text"], hardware=hardware, backend=b, fusion=args.fusion, options=opts)
+            if b == "learned":
+                row["learned_fallback_kernels"] = summary.get("kernels_fallback", 0)
+                row["learned_kernels"] = summary.get("kernels_predicted", 0)
         rows.append(row)
     print(f"{len(rows)} programs measured on {ds.meta.get('device')} ({ds.meta.get('runtime')}); predicted for {hardware}, fusion={args.fusion}")
+    if "learned" in backends:
+        fb = sum(r["learned_fallback_kernels"] for r in rows)
+        print(f"learned: {sum(r['learned_kernels'] for r in rows):.0f} kernels from the model, {fb:.0f} from its fallback "
+              "(beyond its training data, or not standalone)")
     print(f"{'':<12} {'MAPE':>8} {'median APE':>11} {'Spearman':>9}")
     out = {"programs": len(rows), "hardware": hardware, "fusion": args.fusion, "metrics": {}, "families": {}}
     for c in cols:
