@@ -232,7 +232,14 @@ def test_shipped_h200_model(profile_cache):
     rows = step_kernels(TEXT, hardware="h200", backend="learned")
     assert {r.kind: r.profile for r in rows} == {"gemm": "learned", "input": "learned"}
     assert rows[0].to_dict()["profile"] == "learned"
-    assert "profile" not in step_kernels(TEXT, hardware="h200", backend="calibrated")[0].to_dict()
+    calibrated = step_kernels(TEXT, hardware="h200", backend="calibrated")
+    assert "profile" not in calibrated[0].to_dict()
+    # the kernel table (costmodel kernels) gets a "by" column where a backend says it
+    from costmodel.kernels.report import render_table
+
+    table = render_table(rows, top=5).splitlines()
+    assert table[0].split()[6] == "by" and all(line.split()[7] == "learned" for line in table[2:])  # time is "N us"
+    assert "by" not in render_table(calibrated, top=5).splitlines()[0].split()
     with pytest.raises(BackendError, match="no model is shipped for hardware 'a100-40gb' \\(shipped: h200, host-cpu\\)"):
         make_backend("learned", load_hardware("a100-40gb"), {})
 

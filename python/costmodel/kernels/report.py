@@ -183,12 +183,20 @@ def _ops_text(names: list[str], width: int = 40) -> str:
 
 def render_table(rows: list[KernelRow], top: int, total_ns: float | None = None) -> str:
     total = total_ns if total_ns else sum(r.total_time_ns for r in rows) or 1.0
-    header = f"{'id':>5} {'kind':<7} {'runs':>5} {'time':>10} {'share':>6} {'bound':<8} {'bytes':>10} {'flops':>10}  ops / shape"
+    # who timed each kernel, where the backend says (profiled, learned): a column of its own
+    by = any(r.profile for r in rows[:top])
+    header = (
+        f"{'id':>5} {'kind':<7} {'runs':>5} {'time':>10} {'share':>6} {'bound':<8} "
+        + (f"{'by':<9} " if by else "")
+        + f"{'bytes':>10} {'flops':>10}  ops / shape"
+    )
     lines = [header, "-" * len(header)]
     for r in rows[:top]:
         lines.append(
             f"{r.id:>5} {r.kind:<7} {r.executions:>5} {_fmt_ns(r.total_time_ns):>10} "
-            f"{100 * r.total_time_ns / total:>5.1f}% {r.bound:<8} {_fmt_bytes(r.bytes_read + r.bytes_written):>10} "
+            f"{100 * r.total_time_ns / total:>5.1f}% {r.bound:<8} "
+            + (f"{r.profile or '-':<9} " if by else "")
+            + f"{_fmt_bytes(r.bytes_read + r.bytes_written):>10} "
             f"{r.flops:>10.3g}  {len(r.ops)}: {_ops_text(r.ops)} -> {r.shape}"
         )
     return "\n".join(lines)
