@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 
-from .dataset import kernel_fields, read_dataset
+from .dataset import KernelRowRecorder, kernel_fields, read_dataset
 from .features import SpecNumbers
 
 __all__ = ["plan", "measure", "write_jsonl", "read_jsonl", "read_measurements", "import_measurements"]
@@ -43,17 +43,10 @@ def _args(infos) -> list[list]:
     return [[list(i.shape), i.dtype] for i in infos]
 
 
-class _Planner:
+class _Planner(KernelRowRecorder):
     """Wraps a backend: every kernel that can run alone becomes a plan row."""
 
     name = "calibrated"
-    kernels_only = True
-
-    def __init__(self, inner, spec: SpecNumbers):
-        self.inner = inner
-        self.spec = spec
-        self.rows: list[dict] = []
-        self.not_standalone = 0
 
     def estimate_kernel(self, kernel):
         from ..backends import estimate_kernel
@@ -62,13 +55,10 @@ class _Planner:
         try:
             prog = kernel_program(kernel)
         except NotStandalone:
-            self.not_standalone += 1
+            pass  # not measurable alone: no row (the program row still covers it)
         else:
             self.rows.append({"signature": prog.signature, **kernel_fields(kernel, self.spec), "text": prog.text, "args": _args(prog.arg_types)})
         return estimate_kernel(self.inner, kernel)
-
-    def __getattr__(self, name):  # everything else (estimate, overheads) is the inner backend's
-        return getattr(self.inner, name)
 
 
 def plan(programs, *, hardware: str = "h200", fusions=("xla-gpu",), log=None) -> list[dict]:
