@@ -543,7 +543,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=os.path.join(HERE, "data", "gpu", "h100-sxm"))
     ap.add_argument("--system", default="h100-sxm-x4", help="system whose hardware was measured (default h100-sxm-x4)")
-    ap.add_argument("--workloads", default=os.path.join(HERE, "data", "workloads"))
+    ap.add_argument("--workloads", metavar="DIR", default=os.path.join(HERE, "data", "workloads"),
+                    help="directory of the one-device exports, written there on first use (default: benchmarks/data/workloads)")
     ap.add_argument("--backend", action="append",
                     help="default: roofline and calibrated; NAME:KEY=VALUE,... gives a backend its options (learned:beyond=extrapolate)")
     ap.add_argument("--json", metavar="FILE")

@@ -130,20 +130,96 @@ def _conv_kernel(text: str, hw: str = "h100-sxm"):
 def test_image_stem_convolution_pays_for_channel_padding():
     """An image stem (C = 3) fills 3 of the 64 channels of each K tile; its time is the
     matrix work at 3/64 of the calibrated rate (our H100 measurement of the ResNet stem
-    through XLA: 1.786 ms, and 1.780 ms predicted, benchmarks/gpu_eval.py)."""
+    through XLA: 1.786 ms, and 1.780 ms predicted, benchmarks/gpu_eval.py). cuDNN first
+    copies the input padded to 8 channels (conv_channel_multiple): one more launch, and
+    the input read once and written 8/3 as large."""
     a, kc = _conv_kernel(CONV.format(c=3, g=1))
     assert ir.FloatAttr(kc["channel_efficiency"]).value == pytest.approx(3 / 64)
+    assert ir.IntegerAttr(kc["padded_channels"]).value == 8
     spec = load_hardware("h100-sxm")
     cal = spec.calibration
     flops = ir.IntegerAttr(kc["flops"]).value
     tile_eff = ir.FloatAttr(kc["tile_efficiency"]).value
     rate_per_ns = spec.peak_TFLOPS("matrix", "bf16") * 1e3 * cal["matrix_efficiency"] * tile_eff * (3 / 64)
     compute_ns = flops / rate_per_ns
+    x_bytes = 8 * 224 * 224 * 3 * 2  # bf16 input
     nbytes = ir.IntegerAttr(kc["bytes_read"]).value + ir.IntegerAttr(kc["bytes_written"]).value
+    nbytes += x_bytes + x_bytes * 8 // 3  # the padding kernel: read x, write it with 8 channels
     memory_ns = nbytes / (spec.memory_bandwidth_GBps * cal["memory_efficiency"])
-    expected = compute_ns + memory_ns - cal["compute_memory_overlap"] * min(compute_ns, memory_ns) + cal["kernel_launch_ns"]
+    launches = 2  # the padding kernel and the convolution
+    expected = compute_ns + memory_ns - cal["compute_memory_overlap"] * min(compute_ns, memory_ns) + launches * cal["kernel_launch_ns"]
     assert a.totals.time_ns == pytest.approx(expected)
     assert ir.StringAttr(kc["bound"]).value == "compute"
+    assert ir.IntegerAttr(kc["launches"]).value == 1  # the kernel XLA launches: its count is unchanged
+
+
+# The stem's filter gradient as JAX writes it: the activations' channels are the
+# convolution's batch dimension, the output gradient is the 'filter' (112 > 7: XLA's
+# MatchBackwardFilter makes it a cuDNN backward-filter convolution).
+WGRAD = """
+func.func @main(%x: tensor<8x224x224x{c}xbf16>, %dy: tensor<8x112x112x64xbf16>) -> tensor<7x7x{c}x64xbf16> {{
+  %0 = stablehlo.convolution(%x, %dy) dim_numbers = [f, 0, 1, b]x[i, 0, 1, o]->[0, 1, b, f], window = {{stride = [1, 1], pad = [[3, 2], [3, 2]], lhs_dilate = [1, 1], rhs_dilate = [2, 2]}} {{batch_group_count = 1 : i64, feature_group_count = 1 : i64}} : (tensor<8x224x224x{c}xbf16>, tensor<8x112x112x64xbf16>) -> tensor<7x7x{c}x64xbf16>
+  return %0 : tensor<7x7x{c}x64xbf16>
+}}
+"""
+
+
+def test_filter_gradient_of_few_channels_computes_the_padded_filter():
+    """cuDNN computes the filter gradient of the 8-channel padded input: M = C x taps
+    becomes 8 x 49 and the matrix work grows by 8/3; the padding kernel reads the input
+    and writes it padded (our H200 profile: nhwcAddPaddingKernel before the GEMM)."""
+    import math
+
+    backend = make_backend("calibrated", load_hardware("h100-sxm"), {})
+    spec = backend.hardware
+    cal = spec.calibration
+    _, kc = _conv_kernel(WGRAD.format(c=3))
+    assert ir.IntegerAttr(kc["padded_channels"]).value == 8
+    assert "channel_efficiency" not in kc  # K runs over images x pixels, not channels
+    flops = ir.IntegerAttr(kc["flops"]).value
+    # 2 x M x N x K (one FMA = 2 flops), less the taps that land in the padding
+    assert 0.95 * 2 * (7 * 7 * 3) * 64 * (8 * 112 * 112) < flops <= 2 * (7 * 7 * 3) * 64 * (8 * 112 * 112)
+    m, n, k = 7 * 7 * 8, 64, 8 * 112 * 112  # M of the padded channels
+    tile_eff, split = backend.gemm_plan(m, n, k)
+    assert ir.FloatAttr(kc["tile_efficiency"]).value == pytest.approx(round(tile_eff, 6))
+    assert ir.IntegerAttr(kc["split_k"]).value == split
+    compute_ns = flops * 8 / 3 / (spec.peak_TFLOPS("matrix", "bf16") * 1e3 * cal["matrix_efficiency"] * tile_eff)
+    x_bytes = 8 * 224 * 224 * 3 * 2
+    nbytes = ir.IntegerAttr(kc["bytes_read"]).value + ir.IntegerAttr(kc["bytes_written"]).value
+    nbytes += x_bytes + x_bytes * 8 // 3
+    if split > 1:
+        nbytes += 2 * 4 * m * n * split  # f32 partial sums written and read back
+    memory_ns = nbytes / (spec.memory_bandwidth_GBps * cal["memory_efficiency"])
+    expected = compute_ns + memory_ns - cal["compute_memory_overlap"] * min(compute_ns, memory_ns) + 2 * cal["kernel_launch_ns"]
+    assert ir.FloatAttr(kc["time_ns"]).value == pytest.approx(expected)
+    assert math.isfinite(expected)
+
+
+@pytest.mark.parametrize(
+    "text, padded",
+    [
+        (CONV.format(c=8, g=1), False),  # a multiple of 8
+        (CONV.format(c=64, g=1), False),
+        (WGRAD.format(c=16), False),
+        (CONV.format(c=3, g=1).replace("bf16", "f32"), False),  # TF32: no 16-bit rule
+        (WGRAD.format(c=3).replace("bf16", "f32"), False),
+        (CONV.format(c=12, g=1), True),  # 12 -> 16
+        (WGRAD.format(c=5), True),
+    ],
+)
+def test_channel_padding_only_for_16_bit_convolutions_off_the_multiple(text, padded):
+    _, kc = _conv_kernel(text)
+    assert ("padded_channels" in kc) == padded
+
+
+def test_specs_without_a_channel_multiple_do_not_pad():
+    """MI300X (MIOpen: no cited source for its padding) and the TPUs have no
+    conv_channel_multiple: the stem is costed as before."""
+    assert "conv_channel_multiple" not in load_hardware("mi300x").calibration
+    _, kc = _conv_kernel(CONV.format(c=3, g=1), hw="mi300x")
+    assert "padded_channels" not in kc
+    _, kc = _conv_kernel(WGRAD.format(c=3), hw="mi300x")
+    assert "padded_channels" not in kc
 
 
 def test_whole_k_tiles_and_grouped_convolutions_have_no_channel_padding():
@@ -153,3 +229,27 @@ def test_whole_k_tiles_and_grouped_convolutions_have_no_channel_padding():
     grouped = CONV.format(c=4, g=4).replace("7x7x4x64", "7x7x1x64")
     _, kc = _conv_kernel(grouped)
     assert "channel_efficiency" not in kc
+
+
+def test_conv_kind_follows_xla_gpu_conv_rewriter():
+    """Forward, filter gradient and input gradient of the stem as JAX writes them."""
+    from jaxlib.mlir.dialects import stablehlo as shlo
+
+    from costmodel.kernels.formation import _conv_kind
+    from costmodel.shapes import type_info
+
+    dgrad = """
+func.func @main(%dy: tensor<8x112x112x64xbf16>, %w: tensor<7x7x3x64xbf16>) -> tensor<8x224x224x3xbf16> {
+  %r = stablehlo.reverse %w, dims = [0, 1] : tensor<7x7x3x64xbf16>
+  %0 = stablehlo.convolution(%dy, %r) dim_numbers = [b, 0, 1, f]x[0, 1, o, i]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[3, 4], [3, 4]], lhs_dilate = [2, 2], rhs_dilate = [1, 1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<8x112x112x64xbf16>, tensor<7x7x3x64xbf16>) -> tensor<8x224x224x3xbf16>
+  return %0 : tensor<8x224x224x3xbf16>
+}
+"""
+    kinds = []
+    for text in (CONV.format(c=3, g=1), WGRAD.format(c=3), dgrad):
+        a = run_annotate(text, hardware="h100-sxm", fusion="xla-gpu", backend="calibrated")
+        op = a.ops("stablehlo.convolution")[0]
+        dn = shlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
+        lhs, rhs, out = (type_info(t) for t in (op.operands[0].type, op.operands[1].type, op.results[0].type))
+        kinds.append(_conv_kind(op, dn, lhs, rhs, out))
+    assert kinds == ["forward", "backward_filter", "backward_input"]

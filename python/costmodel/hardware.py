@@ -54,6 +54,7 @@ CALIBRATION_KEYS = {
     "gemm_tile_n": "GEMM output tile columns per compute unit",
     "gemm_tile_min": "smallest tile side the GEMM library picks for small matrices",
     "gemm_tile_k": "K depth of a GEMM tile (elements); an implicit-GEMM convolution pads the channels of each filter tap to it",
+    "conv_channel_multiple": "16-bit convolutions (forward, filter gradient) run with their input channels padded to a multiple of this, the library copying the activations once",
 }
 _OPTIONAL_KEYS = {"calibration"}
 

@@ -30,6 +30,16 @@ implicit_gemm_k_iterations: taps x ceil(C / tile_k)), so a convolution with C in
 channels per tap does useful work in C / (ceil(C / tile_k) x tile_k) of its K steps:
 an image stem (C = 3) in 3 of 64.
 
+Channel count (specs with conv_channel_multiple, the NVIDIA presets): cuDNN's tensor-core
+kernels take 16-bit convolutions with C input channels a multiple of 8; for others it
+pads C in its workspace (an extra kernel that reads the activations and writes them
+padded: our H200 profile of the ResNet stem, C = 3), and a filter gradient then
+computes the filter of the padded channels (its M is C x filter taps):
+
+    C' = ceil(C / multiple) x multiple
+    padding bytes = activations x (1 + C' / C), one more launch
+    filter gradient: M and its matrix work x C' / C
+
 docs/backends.md has the derivation and the sources.
 """
 
@@ -81,6 +91,7 @@ class CalibratedBackend:
         self.tile_n = int(cal["gemm_tile_n"])
         self.tile_min = int(cal.get("gemm_tile_min", min(self.tile_m, self.tile_n)))
         self.tile_k = int(cal["gemm_tile_k"]) if "gemm_tile_k" in cal else None
+        self.channel_multiple = int(cal["conv_channel_multiple"]) if "conv_channel_multiple" in cal else None
         self._tile_shapes = self._tiles()
         self._bytes_per_ns = hardware.memory_bandwidth_GBps * self.memory_efficiency
         self._peak: dict = {}
@@ -142,21 +153,42 @@ class CalibratedBackend:
         c = int(channels_per_tap)
         return c / (math.ceil(c / self.tile_k) * self.tile_k)
 
+    def channel_padding(self, gemm) -> int | None:
+        """The input channels a 16-bit forward convolution or filter gradient runs with
+        when the spec's conv_channel_multiple does not divide its own (None: unpadded)."""
+        if gemm is None or self.channel_multiple is None or gemm.conv_kind not in ("forward", "backward_filter"):
+            return None
+        c = gemm.conv_channels
+        if not c or gemm.dtype not in ("bf16", "f16") or c % self.channel_multiple == 0:
+            return None
+        return math.ceil(c / self.channel_multiple) * self.channel_multiple
+
     def _time(self, flops_by_unit: dict, nbytes: int, launches: int, gemm) -> KernelCost:
         compute_ns = 0.0
         tile_eff = None
         chan_eff = 1.0
         split = 1
+        m = gemm.m if gemm is not None else 0
+        padded = self.channel_padding(gemm)
+        scale = 1.0  # matrix work of the padded channels
+        if padded is not None:
+            c = gemm.conv_channels
+            nbytes += gemm.conv_activation_bytes + gemm.conv_activation_bytes * padded // c  # read, write padded
+            launches = max(1, launches) + 1  # the padding kernel
+            if gemm.conv_kind == "backward_filter":  # M = C x filter taps
+                m = gemm.m // c * padded
+                scale = padded / c
         for (unit, dtype), work in flops_by_unit.items():
             rate = self._flops_per_ns(unit, dtype)
             if unit == MATRIX:
                 if gemm is not None:
-                    tile_eff, split = self.gemm_plan(gemm.m, gemm.n, gemm.k, gemm.batch)
+                    tile_eff, split = self.gemm_plan(m, gemm.n, gemm.k, gemm.batch)
                     chan_eff = self.channel_efficiency(gemm.channels_per_tap)
                 rate *= self.matrix_efficiency * (tile_eff if tile_eff is not None else 1.0) * chan_eff
+                work = work * scale
             compute_ns += work / rate
         if split > 1:  # split-K partial sums (f32) written and read back once
-            nbytes += 2 * 4 * gemm.m * gemm.n * gemm.batch * split
+            nbytes += 2 * 4 * m * gemm.n * gemm.batch * split
         memory_ns = nbytes / self._bytes_per_ns
         launch_ns = self.launch_ns * max(1, launches)
         t = compute_ns + memory_ns - self.overlap * min(compute_ns, memory_ns) + launch_ns
@@ -170,6 +202,8 @@ class CalibratedBackend:
             detail["split_k"] = split
         if chan_eff < 1.0:
             detail["channel_efficiency"] = round(chan_eff, 6)
+        if padded is not None:
+            detail["padded_channels"] = padded
         return KernelCost(t, bound, detail)
 
     def estimate_kernel(self, kernel) -> KernelCost:

@@ -272,8 +272,16 @@ class GemmShape:
     batch: int
     dtype: str
     # a convolution's input features read per filter tap (its K is taps x these);
-    # None for dots and grouped convolutions
+    # None for dots, grouped convolutions and filter gradients
     channels_per_tap: int | None = None
+    # what cuDNN is asked to run (XLA GPU's conv rewriter, _conv_kind): "forward" or
+    # "backward_filter"; None for dots, grouped and other convolutions
+    conv_kind: str | None = None
+    # the input channels C of that problem (forward: the activations' features; a
+    # filter gradient: the activations' batch dimension, M = C x filter taps) and the
+    # bytes of the activations operand, which a library padding C copies once
+    conv_channels: int | None = None
+    conv_activation_bytes: int = 0
 
 
 @dataclass
@@ -1923,10 +1931,20 @@ def _gemm_shape(nd: Node) -> GemmShape | None:
             n_ = out.shape[dn.output_feature_dimension]
             m = out.num_elements // max(1, n_)
             k = max(1, c.flops // max(1, 2 * m * n_))
-            cpt = None
+            cpt = kind = channels = None
+            act_bytes = 0
             if _int_attr(op, "feature_group_count", 1) == 1 and _int_attr(op, "batch_group_count", 1) == 1:
-                cpt = type_info(_operand_type(nd, 0)).shape[dn.input_feature_dimension]
-            return GemmShape(m, n_, k, 1, c.dtype, cpt)
+                lhs = type_info(_operand_type(nd, 0))
+                cpt = lhs.shape[dn.input_feature_dimension]
+                kind = _conv_kind(op, dn, lhs, type_info(_operand_type(nd, 1)), out)
+                if kind == "forward":
+                    channels = cpt
+                elif kind == "backward_filter":
+                    # cuDNN's K runs over images x output pixels, not filter taps x
+                    # channels: no per-tap channel tiles
+                    channels, cpt = lhs.shape[dn.input_batch_dimension], None
+                act_bytes = lhs.nbytes
+            return GemmShape(m, n_, k, 1, c.dtype, cpt, kind, channels, act_bytes)
         from jaxlib.mlir.dialects import stablehlo as shlo
 
         if nd.name == "stablehlo.dot_general":
@@ -1946,6 +1964,38 @@ def _gemm_shape(nd: Node) -> GemmShape | None:
         return GemmShape(m, out_n, k, 1, c.dtype)
     except Exception:  # unusual dimension numbers: no shape, the backend uses flops only
         return None
+
+
+def _conv_kind(op, dn, lhs, rhs, out) -> str:
+    """What XLA GPU's conv rewriter (conv_rewriter.cc) makes of an ungrouped
+    convolution, in its order: "backward_filter" when MatchBackwardFilter takes it (not
+    LooksLikeForwardConvolution: batch and feature counts carried through with no filter
+    extent above the output's; stride 1, no input dilation, and a filter dilation or no
+    filter extent within the output's: the output is the filter, the 'filter' the output
+    gradient); "backward_input" for an input-dilated stride-1 one (MatchBackwardInput;
+    a stride-1 one with a reversed filter is taken as "forward" here, the same problem
+    for the cost); else "forward" (CanImplementAsGpuForwardConv)."""
+    from ..rules import _i64_list
+
+    nsp = len(dn.output_spatial_dimensions)
+    kernel = [rhs.shape[d] for d in dn.kernel_spatial_dimensions]
+    outsp = [out.shape[d] for d in dn.output_spatial_dimensions]
+    strides = _i64_list(op, "window_strides") or [1] * nsp
+    lhs_dil = _i64_list(op, "lhs_dilation") or [1] * nsp
+    rhs_dil = _i64_list(op, "rhs_dilation") or [1] * nsp
+    unit_strides = all(s_ == 1 for s_ in strides)
+    looks_forward = (
+        lhs.shape[dn.input_batch_dimension] == out.shape[dn.output_batch_dimension]
+        and rhs.shape[dn.kernel_output_feature_dimension] == out.shape[dn.output_feature_dimension]
+        and all(kd <= od for kd, od in zip(kernel, outsp))
+    )
+    if not looks_forward and unit_strides and all(d == 1 for d in lhs_dil):
+        small = sum(1 for kd, od in zip(kernel, outsp) if kd <= od)
+        if small == 0 or any(d != 1 for d in rhs_dil):
+            return "backward_filter"
+    if unit_strides and any(d != 1 for d in lhs_dil):
+        return "backward_input"
+    return "forward"
 
 
 def _select_and_scatter_expanded(nd: Node):
