@@ -110,6 +110,7 @@ BUILTIN_PASSES = {
     "propagate-shardings": "propagate_shardings",
     "extract-collectives": "extract_collectives",
     "export-chakra": "export_chakra",
+    "combine-collectives": "combine_collectives",
 }
 _ALL_LOADED = False
 

@@ -131,8 +131,10 @@ def _predict_step(
     granularity: str = "region",
     inline: bool = True,
     backend_options: dict | None = None,
+    combine: bool | None = None,
 ) -> StepPrediction:
     from .chakra.export import run_from_pass
+    from .combiner import combine_all_reduces, compiler_combines
     from .passes import PassError, PassSession, get_pass, parse_options
     from .simulate import simulate_dir
     from .systems import load_system
@@ -157,6 +159,8 @@ def _predict_step(
                 raise first_error("parse") from None
             try:
                 _partition_inline_annotate(module, session, hardware=hw, backend=backend, fusion=fusion, inline=inline, backend_options=backend_options)
+                if combine if combine is not None else compiler_combines(str(_summary(module).get("fusion", "none"))):
+                    combine_all_reduces(module)  # after fusion, as XLA runs it
                 extract = get_pass("extract-collectives")
                 extract.run(module, parse_options(extract, f"system={system} chakra=false"), session)
                 result = run_from_pass(

@@ -219,8 +219,10 @@ def _predict(
     trace_dir: str | None = None,
     progress=None,
     inline: bool = True,
+    combine: bool | None = None,
 ) -> PredictResult:
     from .chakra.export import export_module, retime_template, run_from_pass
+    from .combiner import combine_all_reduces, compiler_combines
     from .driver import read_input
     from .passes.extract_collectives import device_grid
     from .kernels.report import collect_kernels
@@ -294,6 +296,7 @@ def _predict(
             formation_cache: dict = {}  # one kernel formation per fusion policy
             templates: dict = {}  # one Chakra template graph per (policy, backend): retime_template
             memory_by_policy: dict = {}  # and one memory analysis
+            combined_by_policy: dict = {}  # what the all-reduce combiner did
             top_kernels: list[dict] = []
             top_of = ""
             total = len(scenarios) * len(backends)
@@ -316,6 +319,12 @@ def _predict(
                             # never printed: reducers inside cached ops stay uncosted
                             nested_costs=bool(trace_dir),
                         )
+                        policy = str(_summary(clone).get("fusion", "none"))
+                        if combine if combine is not None else compiler_combines(policy):
+                            # after fusion, as XLA runs it (costmodel.combiner)
+                            stats = combine_all_reduces(clone)
+                            if stats.combined:
+                                combined_by_policy[policy] = f"all-reduces {stats.all_reduces} -> {stats.after} (XLA GPU's combiner)"
                         extract = get_pass("extract-collectives")
                         extract.run(clone, parse_options(extract, f"system={sys_arg} chakra=false"), session)
                         sub = _trace_name(label, backend)
@@ -383,6 +392,8 @@ def _predict(
             r.speedup = base[r.backend] / r.step_time_ms if (r.step_time_ms and base[r.backend]) else None
             if not r.step_time_ms:
                 r.notes.append("the program runs no kernel and no collective here: its step takes no time, and has no speedup")
+        if combined_by_policy:
+            program["combined"] = "; ".join(f"{v}" if len(combined_by_policy) == 1 else f"{k}: {v}" for k, v in sorted(combined_by_policy.items()))
         return PredictResult(os.path.abspath(path) if path != "-" else "<stdin>", program, rows, top_kernels, top_of)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -444,7 +455,8 @@ def render_table(res: PredictResult) -> str:
         f"{'kernels':>7} {'MFU':>5} {'mem-bd':>6} {'peak mem':>12} {'speedup':>7}"
     )
     lines = [
-        f"{res.model}: {res.program['devices']} device(s), {res.program['kind']}",
+        f"{res.model}: {res.program['devices']} device(s), {res.program['kind']}"
+        + (f"; {res.program['combined']}" if res.program.get("combined") else ""),
         "",
         head,
         "-" * len(head),

@@ -34,6 +34,17 @@ def register(subparsers) -> None:
         action="store_false",
         help="keep calls as kernel boundaries (as annotate-cost does by default)",
     )
+    p.add_argument(
+        "--combine",
+        dest="combine",
+        action="store_true",
+        default=None,
+        help="combine independent all-reduces as XLA GPU's AllReduceCombiner does "
+        "(default: with fusion xla-gpu; docs/collectives.md)",
+    )
+    p.add_argument(
+        "--no-combine", dest="combine", action="store_false", help="keep every all-reduce as exported"
+    )
     p.add_argument("--top", type=int, default=10, metavar="N", help="top kernels to list (default 10; 0: none)")
     p.add_argument("--json", action="store_true", help="print the JSON document (docs/predict.md) instead of the table")
     p.add_argument("--trace", metavar="DIR", help="write each run's Chakra trace and Perfetto timeline into DIR")
@@ -88,6 +99,7 @@ def _run(args) -> int:
             trace_dir=args.trace,
             progress=update,
             inline=args.inline,
+            combine=args.combine,
         )
     except (PredictError, InputError) as err:
         raise CommandError(str(err)) from None

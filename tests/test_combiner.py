@@ -1,0 +1,215 @@
+"""costmodel.combiner: XLA GPU's all-reduce combiner on StableHLO."""
+
+from __future__ import annotations
+
+import pytest
+
+from costmodel.combiner import COMBINED_ATTR, XLA_GPU_THRESHOLD_BYTES, combine_all_reduces
+from costmodel.ir import load_module, make_context
+
+
+def ar(name: str, x: str, t: str = "tensor<256xf32>", groups: str = "[[0, 1, 2, 3]]", body: str = "add") -> str:
+    et = t[t.rindex("x") + 1 : -1] if "x" in t else t[len("tensor<") : -1]
+    n = groups.count("[") - 1
+    m = groups.count(",") // max(1, n) + 1
+    return (
+        f'  %{name} = "stablehlo.all_reduce"(%{x}) <{{replica_groups = dense<{groups}> : tensor<{n}x{m}xi64>}}> ({{\n'
+        f"  ^bb0(%p: tensor<{et}>, %q: tensor<{et}>):\n"
+        f"    %s = stablehlo.{body} %p, %q : tensor<{et}>\n"
+        f"    stablehlo.return %s : tensor<{et}>\n"
+        f"  }}) : ({t}) -> {t}\n"
+    )
+
+
+def module(body: str, args: str, results: str, ret: str) -> str:
+    return f"func.func @main({args}) -> ({results}) {{\n{body}  return {ret} : {results}\n}}\n"
+
+
+def load(text: str):
+    ctx = make_context()
+    return ctx, load_module(ctx, text, "<test>")
+
+
+def all_reduces(m):
+    ops = []
+    stack = [m.operation]
+    while stack:
+        op = stack.pop()
+        for r in op.regions:
+            for b in r.blocks:
+                for o in b.operations:
+                    o = o.operation
+                    if o.name == "stablehlo.all_reduce":
+                        ops.append(o)
+                    stack.append(o)
+    return ops
+
+
+def names_in_order(m) -> list[str]:
+    fn = m.regions[0].blocks[0].operations[0]
+    return [o.operation.name for o in fn.regions[0].blocks[0].operations]
+
+
+T = "tensor<256xf32>"
+
+
+def test_independent_all_reduces_become_one_placed_after_the_last_with_readers_moved():
+    body = ar("ra", "a") + f"  %u = stablehlo.multiply %ra, %ra : {T}\n" + ar("rb", "b")
+    ctx, m = load(module(body, f"%a: {T}, %b: {T}", f"{T}, {T}", "%u, %rb"))
+    stats = combine_all_reduces(m)
+    assert (stats.all_reduces, stats.combined, stats.groups, stats.after) == (2, 2, 1, 1)
+    assert stats.bytes_combined == 2 * 256 * 4  # two f32[256]
+    (op,) = all_reduces(m)
+    assert len(op.operands) == 2 and len(op.results) == 2
+    with ctx:
+        assert int(str(op.attributes[COMBINED_ATTR]).split(":")[0]) == 2
+    # the multiply that read the first all-reduce now follows the combined one
+    assert names_in_order(m) == ["stablehlo.all_reduce", "stablehlo.multiply", "func.return"]
+    m.operation.verify()
+
+
+def test_an_all_reduce_that_depends_on_another_is_not_combined_with_it():
+    body = ar("ra", "a") + f"  %x = stablehlo.add %ra, %a : {T}\n" + ar("rx", "x")
+    _, m = load(module(body, f"%a: {T}", T, "%rx"))
+    stats = combine_all_reduces(m)
+    assert (stats.all_reduces, stats.combined, stats.after) == (2, 0, 2)
+    assert len(all_reduces(m)) == 2
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        ar("rb", "b", t="tensor<256xbf16>"),  # another element type
+        ar("rb", "b", groups="[[0, 1], [2, 3]]"),  # other replica groups
+        ar("rb", "b", body="maximum"),  # another reduction
+    ],
+)
+def test_all_reduces_of_different_keys_stay_apart(second):
+    t2 = "tensor<256xbf16>" if "bf16" in second else T
+    _, m = load(module(ar("ra", "a") + second, f"%a: {T}, %b: {t2}", f"{T}, {t2}", "%ra, %rb"))
+    stats = combine_all_reduces(m)
+    assert stats.combined == 0 and len(all_reduces(m)) == 2
+
+
+def test_byte_and_count_thresholds():
+    body = "".join(ar(f"r{i}", f"a{i}") for i in range(3))
+    args = ", ".join(f"%a{i}: {T}" for i in range(3))
+    text = module(body, args, ", ".join([T] * 3), ", ".join(f"%r{i}" for i in range(3)))
+    one = 256 * 4  # bytes of one f32[256]
+    # room for two: the third starts a walk of its own and stays alone
+    _, m = load(text)
+    stats = combine_all_reduces(m, threshold_bytes=2 * one)
+    assert (stats.combined, stats.groups, stats.after) == (2, 1, 2)
+    # at most two per combined op
+    _, m = load(text)
+    stats = combine_all_reduces(m, threshold_count=2)
+    assert (stats.combined, stats.groups, stats.after) == (2, 1, 2)
+    # an all-reduce above the threshold is never combined
+    _, m = load(text)
+    stats = combine_all_reduces(m, threshold_bytes=one - 1)
+    assert (stats.combined, stats.after) == (0, 3)
+    # XLA GPU's default: all three
+    _, m = load(text)
+    assert combine_all_reduces(m).after == 1 and XLA_GPU_THRESHOLD_BYTES == 30 * 1024 * 1024
+
+
+def test_post_order_groups_gradients_after_the_backward_pass():
+    """As in XLA's module of the ResNet-18 step: statistics all-reduces s1 -> s2 form a
+    chain, the gradients g1 (from s1) and g2 (from s2) feed only the update. XLA's post
+    order walks from the results: the update of g2 first (its operand reaches through
+    the whole chain), so s1, s2, g2, g1: each statistic alone, the two gradients in one."""
+    body = (
+        ar("s1", "a")
+        + f"  %h1 = stablehlo.multiply %s1, %a : {T}\n"
+        + ar("g1", "h1")
+        + ar("s2", "h1")
+        + f"  %h2 = stablehlo.multiply %s2, %a : {T}\n"
+        + ar("g2", "h2")
+        + f"  %u1 = stablehlo.subtract %a, %g1 : {T}\n"
+        + f"  %u2 = stablehlo.subtract %a, %g2 : {T}\n"
+    )
+    _, m = load(module(body, f"%a: {T}", f"{T}, {T}", "%u2, %u1"))
+    stats = combine_all_reduces(m)
+    assert (stats.all_reduces, stats.combined, stats.groups, stats.after) == (4, 2, 1, 3)
+    combined = [op for op in all_reduces(m) if len(op.operands) == 2]
+    assert len(combined) == 1
+    # its operands: h2 (g2's) then h1 (g1's), the order the walk took them; each is a
+    # multiply of a statistic: s2 reads h1, s1 reads the argument
+    stat = [v.owner.operands[0].owner for v in combined[0].operands]
+    assert [v.owner.name for v in combined[0].operands] == ["stablehlo.multiply", "stablehlo.multiply"]
+    assert stat[0].operands[0].owner.name == "stablehlo.multiply"  # s2 = all_reduce(h1)
+    assert not hasattr(stat[1].operands[0].owner, "name")  # s1 = all_reduce(%a): a block argument
+    m.operation.verify()
+
+
+def test_loop_bodies_are_combined_on_their_own():
+    t = "tensor<64xf32>"
+    loop = f"""
+  %c0 = stablehlo.constant dense<0> : tensor<i64>
+  %w:3 = stablehlo.while(%i = %c0, %x = %a, %y = %b) : tensor<i64>, {t}, {t}
+    cond {{
+      %c3 = stablehlo.constant dense<3> : tensor<i64>
+      %lt = stablehlo.compare LT, %i, %c3 : (tensor<i64>, tensor<i64>) -> tensor<i1>
+      stablehlo.return %lt : tensor<i1>
+    }} do {{
+      %one = stablehlo.constant dense<1> : tensor<i64>
+      %n = stablehlo.add %i, %one : tensor<i64>
+{ar("lx", "x", t=t)}{ar("ly", "y", t=t)}      stablehlo.return %n, %lx, %ly : tensor<i64>, {t}, {t}
+    }}
+"""
+    body = ar("ra", "a", t=t) + loop
+    _, m = load(module(body, f"%a: {t}, %b: {t}", f"{t}, {t}, {t}", "%ra, %w#1, %w#2"))
+    stats = combine_all_reduces(m)
+    # the two in the body combine; the one outside stays alone (another computation)
+    assert (stats.all_reduces, stats.combined, stats.groups, stats.after) == (3, 2, 1, 2)
+    m.operation.verify()
+
+
+def test_costs_of_the_members_add_up_on_the_combined_op():
+    """After annotate-cost (XLA combines after fusion) the combined op carries its
+    members' summed costmodel.cost, so the module's totals do not move."""
+    from conftest import run_annotate
+
+    from costmodel.ir import attr_number, ir
+
+    body = ar("ra", "a") + ar("rb", "b", t="tensor<512xf32>")
+    t2 = "tensor<512xf32>"
+    text = "module attributes {mhlo.num_replicas = 4 : i32} {\n" + module(body, f"%a: {T}, %b: {t2}", f"{T}, {t2}", "%ra, %rb") + "}\n"
+    a = run_annotate(text, hardware="a100-40gb", fusion="xla-gpu", backend="calibrated")
+    before = {}
+    with a.module.context:
+        for op in all_reduces(a.module):
+            d = ir.DictAttr(op.attributes["costmodel.cost"])
+            for k in ("flops", "bytes_read", "bytes_written", "time_ns"):
+                before[k] = before.get(k, 0) + attr_number(d[k])
+        combine_all_reduces(a.module)
+        (op,) = all_reduces(a.module)
+        d = ir.DictAttr(op.attributes["costmodel.cost"])
+        assert {k: attr_number(d[k]) for k in before} == pytest.approx(before)
+        assert before["flops"] == 256 + 512  # one add per element
+
+
+def test_predict_combines_by_default_with_xla_gpu_fusion():
+    from costmodel.pipeline import predict_step
+
+    body = "".join(ar(f"r{i}", f"a{i}", t="tensor<1048576xf32>") for i in range(4))
+    t = "tensor<1048576xf32>"
+    args = ", ".join(f"%a{i}: {t}" for i in range(4))
+    text = (
+        "module attributes {mhlo.num_replicas = 4 : i32, mhlo.num_partitions = 1 : i32} {\n"
+        + module(body, args, ", ".join([t] * 4), ", ".join(f"%r{i}" for i in range(4)))
+        + "}\n"
+    )
+    on = predict_step(text, system="a100-40gb-x4", backend="calibrated")
+    off = predict_step(text, system="a100-40gb-x4", backend="calibrated", combine=False)
+    assert on.fusion == "xla-gpu"
+    # one collective of the four buffers instead of four: what the system's model prices
+    from costmodel.commmodel import collective_time_ns
+    from costmodel.systems import load_system
+
+    system = load_system("a100-40gb-x4")
+    one, _ = collective_time_ns(system, "all_reduce", 1048576 * 4, [0, 1, 2, 3])
+    four, _ = collective_time_ns(system, "all_reduce", 4 * 1048576 * 4, [0, 1, 2, 3])
+    assert off.comm_ms == pytest.approx(4 * one / 1e6)
+    assert on.comm_ms == pytest.approx(four / 1e6)
+    assert on.comm_ms < off.comm_ms
