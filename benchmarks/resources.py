@@ -13,6 +13,8 @@ peak RSS of that process are reported (os.wait4). Modules are generated here:
   pipeline-100k   100,000 ops with 20,000 all_reduces on 8 replicas (two groups of 4 and
                   all 8 alternate): annotate-cost + extract-collectives + Chakra trace +
                   built-in simulator (simulate=true). target: < 10 s, < 1 GB
+  predict-100k    the same module through `costmodel predict` (the all-reduce combiner
+                  walks its 20,000 dependent all-reduces)
   loop-600k       a while loop of 600,000 trips with one all_reduce (issue 12 item 13):
                   `costmodel predict` (simulated in memory from the compact loop) and
                   `costmodel simulate` on the written trace (--write-loop: also writing
@@ -106,6 +108,15 @@ def case_pipeline_100k(tmp: str):
     )
 
 
+def case_predict_100k(tmp: str):
+    """The pipeline-100k module through `costmodel predict` (annotate, XLA GPU's
+    all-reduce combiner over its 20,000 dependent all-reduces, extract, simulate)."""
+    text, n = pipeline_module()
+    path = os.path.join(tmp, "p100k.mlir")
+    open(path, "w").write(text)
+    yield f"predict-100k ({n:,} ops, 20,000 all-reduces)", costmodel() + ["predict", path, "--system", "dgx-h100", "--top", "0"], None
+
+
 def case_loop_600k(tmp: str, write: bool = False):
     src = os.path.join(REPO, "tests", "data", "collectives", "loop_1e9_all_reduce.mlir")
     path = os.path.join(tmp, "loop600k.mlir")
@@ -142,6 +153,7 @@ def case_npus_65k(tmp: str):
 CASES = {
     "annotate-1m": case_annotate_1m,
     "pipeline-100k": case_pipeline_100k,
+    "predict-100k": case_predict_100k,
     "loop-600k": case_loop_600k,
     "npus-65k": case_npus_65k,
 }

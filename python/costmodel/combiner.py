@@ -105,10 +105,11 @@ def _inputs(op, index: dict) -> list[int]:
     return out
 
 
-class _BlockState:
-    """The block's ops in program order, the inputs of each, the all-reduces still to
-    visit (position -> key), the all-reduce ancestry of every op (bitsets over
-    positions) and XLA's post order."""
+class _Graph:
+    """One block as a plain graph, built once (MLIR is read here only): node i is the
+    i-th op; `inputs` the nodes it reads (operands, then values its regions capture),
+    `users`, the all-reduce `key` and `size` of each candidate, and `order`, the node's
+    place in the block (kept in step with the ops the merges move)."""
 
     def __init__(self, block):
         self.ops = ops = [o.operation for o in block.operations]
@@ -116,30 +117,31 @@ class _BlockState:
         for i, o in enumerate(ops):
             for r in o.results:
                 index[r] = i
-        self.inputs = [_inputs(o, index) for o in ops]
         n = len(ops)
-        self.keys = {}
+        self.inputs = [_inputs(o, index) for o in ops]
+        self.users: list[set] = [set() for _ in range(n)]
+        for i, ins in enumerate(self.inputs):
+            for j in ins:
+                self.users[j].add(i)
+        self.alive = [True] * n
+        self.order = [float(i) for i in range(n)]
+        self.key: dict[int, tuple] = {}
+        self.size: dict[int, int] = {}
         for i, o in enumerate(ops):
-            if o.name == "stablehlo.all_reduce" and _VISITED_ATTR not in o.attributes:
+            if o.name == "stablehlo.all_reduce":
                 k = _key(o)
                 if k is not None:
-                    self.keys[i] = k
-        anc = [0] * n
-        users = [0] * n
-        for i in range(n):
-            a = 0
-            for j in self.inputs[i]:
-                a |= anc[j]
-                users[j] += 1
-            if i in self.keys:
-                a |= 1 << i
-            anc[i] = a
-        self.anc = anc
-        # MakeInstructionPostOrder: depth-first from every op nobody reads (the
-        # terminator, the block's result, among them), operands first, in order
+                    self.key[i] = k
+                    self.size[i] = type_info(o.results[0].type).nbytes
+
+    def post_order(self) -> list[int]:
+        """MakeInstructionPostOrder: depth-first from every op nobody reads (the
+        terminator, the block's result, among them), in block order, operands first."""
+        n = len(self.ops)
+        starts = sorted((i for i in range(n) if self.alive[i] and not self.users[i]), key=self.order.__getitem__)
         order, done = [], [False] * n
-        for s in range(n):
-            if users[s] or done[s]:
+        for s in starts:
+            if done[s]:
                 continue
             stack = [(s, 0)]
             while stack:
@@ -155,10 +157,24 @@ class _BlockState:
                 else:
                     done[i] = True
                     order.append(i)
-        self.post_order = order
+        return order
 
 
-_VISITED_ATTR = "costmodel.combiner_visited"  # transient: taken by a walk, not combined
+def _reaches(graph: _Graph, node: int, members: set, floor: int, rank: list) -> bool:
+    """Whether `node` depends on one of `members` (a path through its inputs); nodes
+    placed before `floor` in the post order (`rank`) cannot: the post order is a
+    topological order."""
+    stack, seen = [node], {node}
+    inputs = graph.inputs
+    while stack:
+        i = stack.pop()
+        for j in inputs[i]:
+            if j in members:
+                return True
+            if j not in seen and rank[j] >= floor:
+                seen.add(j)
+                stack.append(j)
+    return False
 
 
 def compiler_combines(policy: str) -> bool:
@@ -196,53 +212,58 @@ def _blocks(module) -> list:
 
 
 def _combine_block(block, threshold_bytes: int, threshold_count: int, stats: CombineStats) -> None:
-    state = _BlockState(block)
-    stats.all_reduces += len(state.keys)
-    visited = []  # taken alone or above the threshold: marked so that a rebuild skips them
-
-    def leave(i: int) -> None:
-        op = state.ops[i]
-        op.attributes[_VISITED_ATTR] = ir.UnitAttr.get()
-        visited.append(op)
-        del state.keys[i]
-
-    try:
-        while state.keys:
-            to_combine: list[int] = []
-            nbytes = mask = 0
-            key = None
-            for i in state.post_order:
-                k = state.keys.get(i)
-                if k is None:
-                    continue
-                if not to_combine:
-                    key = k
-                elif k != key:
-                    continue
-                size = type_info(state.ops[i].results[0].type).nbytes
-                if size > threshold_bytes:  # never combined
-                    leave(i)
-                    continue
-                if nbytes + size > threshold_bytes or state.anc[i] & mask:
-                    break
-                to_combine.append(i)
-                mask |= 1 << i
-                nbytes += size
-                if len(to_combine) >= threshold_count:
-                    break
+    g = _Graph(block)
+    stats.all_reduces += len(g.key)
+    remaining = set(g.key)  # XLA's `keys`: all-reduces not yet taken by a walk
+    if len(remaining) < 2:
+        return
+    post = g.post_order()
+    rank = [0] * len(g.ops)
+    for r, i in enumerate(post):
+        rank[i] = r
+    start = 0  # walks begin at the first all-reduce left (the prefix before it is done)
+    while remaining:
+        while start < len(post) and post[start] not in remaining:
+            start += 1
+        to_combine: list[int] = []
+        members: set = set()
+        nbytes = 0
+        key = None
+        floor = 0
+        for idx in range(start, len(post)):
+            i = post[idx]
+            if i not in remaining:
+                continue
+            k = g.key[i]
             if not to_combine:
+                key = k
+            elif k != key:
+                continue
+            size = g.size[i]
+            if size > threshold_bytes:  # never combined
+                remaining.discard(i)
+                continue
+            if nbytes + size > threshold_bytes or (members and _reaches(g, i, members, floor, rank)):
                 break
-            if len(to_combine) == 1:  # taken alone: XLA leaves it as it is
-                leave(to_combine[0])
-            elif to_combine:
-                _merge(state, to_combine)
-                stats.combined += len(to_combine)
-                stats.groups += 1
-                stats.bytes_combined += nbytes
-                state = _BlockState(block)  # positions changed
-    finally:
-        for op in visited:
-            del op.attributes[_VISITED_ATTR]
+            if not to_combine:
+                floor = rank[i]
+            to_combine.append(i)
+            members.add(i)
+            nbytes += size
+            remaining.discard(i)
+            if len(to_combine) >= threshold_count:
+                break
+        if not to_combine:
+            break
+        if len(to_combine) > 1:  # a lone one: XLA leaves it as it is
+            _merge(g, to_combine)
+            stats.combined += len(to_combine)
+            stats.groups += 1
+            stats.bytes_combined += nbytes
+            post = g.post_order()  # the graph changed: XLA rebuilds its order too
+            for r, i in enumerate(post):
+                rank[i] = r
+            start = 0
 
 
 def _summed_cost(ops):
@@ -266,10 +287,12 @@ def _summed_cost(ops):
     return ir.DictAttr.get(out)
 
 
-def _merge(state: _BlockState, members: list[int]) -> ir.Operation:
-    """Replace the all-reduces at `members` (positions, in the order taken) by one."""
-    ops = state.ops
-    last_pos = max(members)
+def _merge(g: _Graph, members: list[int]) -> None:
+    """Replace the all-reduces `members` (nodes, in the order taken) by one, in the
+    block and in the graph: it takes the place of the last one in the block; what read
+    an earlier one and stood before that place moves after it, in its order."""
+    ops = g.ops
+    rep = max(members, key=g.order.__getitem__)
     first = ops[members[0]]
     loc = ir.Location.fused([ops[m].location for m in members])
     attrs = {a: first.attributes[a] for a in _KEPT_ATTRS if a in first.attributes}
@@ -281,24 +304,61 @@ def _merge(state: _BlockState, members: list[int]) -> ir.Operation:
         attributes=attrs,
         regions=1,
         loc=loc,
-        ip=ir.InsertionPoint(ops[last_pos + 1]),
+        ip=ir.InsertionPoint(ops[rep]),
     )
+    combined.move_after(ops[rep])
     list(first.regions[0].blocks)[0].append_to(combined.regions[0])  # the reduction body
     cost = _summed_cost([ops[m] for m in members])
     if cost is not None:
         combined.attributes[COST_ATTR] = cost
-    # ops before the last member that read an earlier one move after the combined op
-    earlier = 0
-    for m in members:
-        if m != last_pos:
-            earlier |= 1 << m
-    prev = combined
-    member_set = set(members)
-    for p in range(min(members) + 1, last_pos):
-        if p not in member_set and state.anc[p] & earlier:
-            ops[p].move_after(prev)
-            prev = ops[p]
+    # readers of the earlier members placed before the combined op: moved after it
+    limit = g.order[rep]
+    moved, stack, seen = [], [m for m in members if m != rep], set(members)
+    while stack:
+        i = stack.pop()
+        for u in g.users[i]:
+            if u not in seen and g.order[u] < limit:
+                seen.add(u)
+                moved.append(u)
+                stack.append(u)
+    if moved:
+        moved.sort(key=g.order.__getitem__)
+        later = [o for j, o in enumerate(g.order) if g.alive[j] and o > limit]
+        nxt = min(later) if later else limit + 1.0
+        prev = combined
+        for k, u in enumerate(moved, 1):
+            ops[u].move_after(prev)
+            prev = ops[u]
+            g.order[u] = limit + (nxt - limit) * k / (len(moved) + 1)
+    # MLIR: results replaced, members erased; the graph: the combined op is node `rep`
     for n, m in enumerate(members):
         ops[m].results[0].replace_all_uses_with(combined.results[n])
         ops[m].erase()
-    return combined
+    inputs: list[int] = []
+    users: set = set()
+    for m in members:
+        for x in g.inputs[m]:
+            if x not in inputs:
+                inputs.append(x)
+            g.users[x].discard(m)
+        users |= g.users[m]
+    users -= set(members)
+    for x in inputs:
+        g.users[x].add(rep)
+    for u in users:
+        g.inputs[u] = [rep if j in members else j for j in g.inputs[u]]
+        # one input listed once
+        seen_j: list[int] = []
+        for j in g.inputs[u]:
+            if j not in seen_j:
+                seen_j.append(j)
+        g.inputs[u] = seen_j
+    for m in members:
+        if m != rep:
+            g.alive[m] = False
+            g.inputs[m] = []
+            g.users[m] = set()
+    ops[rep] = combined
+    g.inputs[rep] = inputs
+    g.users[rep] = users
+    g.key.pop(rep, None)
