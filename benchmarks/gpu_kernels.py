@@ -109,6 +109,11 @@ def eval_cmd(args) -> int:
                 row["learned_fallback_kernels"] = summary.get("kernels_fallback", 0)
                 row["learned_kernels"] = summary.get("kernels_predicted", 0)
         rows.append(row)
+    if not rows:
+        data = ", ".join(args.data) if isinstance(args.data, list) else args.data
+        print(f"gpu_kernels: error: {data} holds no measured program (a plan? make the dataset with "
+              f"`gpu_kernels.py import --plan PLAN --measured MEASURED.json -o DATA` first)", file=sys.stderr)
+        return 1
     print(f"{len(rows)} programs measured on {ds.meta.get('device')} ({ds.meta.get('runtime')}); predicted for {hardware}, fusion={args.fusion}")
     if "learned" in backends:
         fb = sum(r["learned_fallback_kernels"] for r in rows)

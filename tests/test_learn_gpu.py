@@ -263,3 +263,21 @@ def test_gpu_scale_corpus():
     rows = gpu.plan(convs[:2], hardware="h200")
     assert {r["program"] for r in rows if r["type"] == "kernel"} == {p.name for p in convs[:2]}
     assert any(r["kind"] == "conv" for r in rows if r["type"] == "kernel")
+
+
+def test_gpu_kernels_eval_of_a_file_without_measured_programs_is_one_line(tmp_path):
+    """A plan given where the imported dataset belongs: one line, exit 1, no NaN table."""
+    import subprocess
+    import sys
+
+    plan = tmp_path / "plan.jsonl"
+    plan.write_text(json.dumps({"type": "meta", "hardware": "h200", "fusions": ["xla-gpu"]}) + "\n")
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, os.path.join(repo, "benchmarks", "gpu_kernels.py"), "eval", str(plan)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        f"gpu_kernels: error: {plan} holds no measured program (a plan? make the dataset with "
+        "`gpu_kernels.py import --plan PLAN --measured MEASURED.json -o DATA` first)"
+    ]
+    assert "nan" not in proc.stdout
