@@ -32,12 +32,14 @@ an image stem (C = 3) in 3 of 64.
 
 Channel count (specs with conv_channel_multiple, the NVIDIA presets): cuDNN's tensor-core
 kernels take 16-bit convolutions with C input channels a multiple of 8; for others it
-pads C in its workspace (an extra kernel that reads the activations and writes them
-padded: our H200 profile of the ResNet stem, C = 3), and a filter gradient then
+pads C in its workspace (a memset of the padded buffer, then a kernel that reads the
+activations and writes them into it: our H200 profile of the ResNet stem, C = 3), and a
+filter gradient then
 computes the filter of the padded channels (its M is C x filter taps):
 
     C' = ceil(C / multiple) x multiple
-    padding bytes = activations x (1 + C' / C), one more launch
+    padding_ns = activations x (1 + 2 C' / C) / bandwidth + 2 launches (a memset and a
+                 padding kernel, in sequence before the convolution)
     filter gradient: M and its matrix work x C' / C
 
 docs/backends.md has the derivation and the sources.
@@ -171,10 +173,14 @@ class CalibratedBackend:
         m = gemm.m if gemm is not None else 0
         padded = self.channel_padding(gemm)
         scale = 1.0  # matrix work of the padded channels
+        padding_ns = 0.0
         if padded is not None:
             c = gemm.conv_channels
-            nbytes += gemm.conv_activation_bytes + gemm.conv_activation_bytes * padded // c  # read, write padded
-            launches = max(1, launches) + 1  # the padding kernel
+            # two kernels before the convolution, in sequence (our H200 profile of the
+            # stem, both directions): a memset of the padded buffer, then the activations
+            # read and written into it
+            padded_bytes = gemm.conv_activation_bytes * padded // c
+            padding_ns = (padded_bytes + gemm.conv_activation_bytes + padded_bytes) / self._bytes_per_ns + 2 * self.launch_ns
             if gemm.conv_kind == "backward_filter":  # M = C x filter taps
                 m = gemm.m // c * padded
                 scale = padded / c
@@ -191,7 +197,7 @@ class CalibratedBackend:
             nbytes += 2 * 4 * m * gemm.n * gemm.batch * split
         memory_ns = nbytes / self._bytes_per_ns
         launch_ns = self.launch_ns * max(1, launches)
-        t = compute_ns + memory_ns - self.overlap * min(compute_ns, memory_ns) + launch_ns
+        t = compute_ns + memory_ns - self.overlap * min(compute_ns, memory_ns) + launch_ns + padding_ns
         if launch_ns >= max(compute_ns, memory_ns):
             bound = "overhead"
         else:
@@ -204,6 +210,7 @@ class CalibratedBackend:
             detail["channel_efficiency"] = round(chan_eff, 6)
         if padded is not None:
             detail["padded_channels"] = padded
+            detail["padding_ns"] = padding_ns
         return KernelCost(t, bound, detail)
 
     def estimate_kernel(self, kernel) -> KernelCost:
