@@ -213,3 +213,29 @@ def test_predict_combines_by_default_with_xla_gpu_fusion():
     assert off.comm_ms == pytest.approx(4 * one / 1e6)
     assert on.comm_ms == pytest.approx(four / 1e6)
     assert on.comm_ms < off.comm_ms
+
+
+def test_costmodel_predict_says_what_the_combiner_did(tmp_path, capsys):
+    from costmodel.cli import main
+
+    t = "tensor<1024xf32>"
+    body = "".join(ar(f"r{i}", f"a{i}", t=t) for i in range(3))
+    text = (
+        "module attributes {mhlo.num_replicas = 4 : i32, mhlo.num_partitions = 1 : i32} {\n"
+        + module(body, ", ".join(f"%a{i}: {t}" for i in range(3)), ", ".join([t] * 3), ", ".join(f"%r{i}" for i in range(3)))
+        + "}\n"
+    )
+    path = tmp_path / "three.mlir"
+    path.write_text(text)
+    assert main(["predict", str(path), "--system", "a100-40gb-x4", "--top", "0"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert head.endswith("; all-reduces 3 -> 1 (XLA GPU's combiner)")
+    assert main(["predict", str(path), "--system", "a100-40gb-x4", "--top", "0", "--no-combine", "--json"]) == 0
+    import json
+
+    doc = json.loads(capsys.readouterr().out)
+    assert "combined" not in doc["program"]
+    # XLA TPU's kernels: its combiner is not modelled, every all-reduce stays
+    assert main(["predict", str(path), "--system", "a100-40gb-x4", "--top", "0", "--fusion", "xla-tpu", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["rows"][0]["fusion"] == "xla-tpu" and "combined" not in doc["program"]
