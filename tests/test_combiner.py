@@ -239,3 +239,83 @@ def test_costmodel_predict_says_what_the_combiner_did(tmp_path, capsys):
     assert main(["predict", str(path), "--system", "a100-40gb-x4", "--top", "0", "--fusion", "xla-tpu", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["rows"][0]["fusion"] == "xla-tpu" and "combined" not in doc["program"]
+
+
+# -- random programs: the combined module verifies and computes the same thing --------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_T8 = "tensor<8xf32>"
+_GROUPS = ("[[0, 1, 2, 3]]", "[[0, 1], [2, 3]]")
+
+
+@st.composite
+def _programs(draw):
+    """A random DAG of all-reduces (two kinds of replica groups) and adds over two
+    arguments; returns (text, returned values)."""
+    n = draw(st.integers(2, 24))
+    vals = ["a0", "a1"]
+    body = ""
+    for i in range(n):
+        if draw(st.booleans()):
+            x = draw(st.sampled_from(vals))
+            body += ar(f"v{i}", x, t=_T8, groups=draw(st.sampled_from(_GROUPS)))
+        else:
+            x, y = draw(st.sampled_from(vals)), draw(st.sampled_from(vals))
+            body += f"  %v{i} = stablehlo.add %{x}, %{y} : {_T8}\n"
+        vals.append(f"v{i}")
+    outs = draw(st.lists(st.sampled_from(vals[2:]), min_size=1, max_size=4, unique=True))
+    return module(body, f"%a0: {_T8}, %a1: {_T8}", ", ".join([_T8] * len(outs)), ", ".join(f"%{o}" for o in outs))
+
+
+def _expressions(m) -> list[str]:
+    """Each result of @main as an expression over the arguments, an all-reduce applied to
+    each operand on its own (what a combined all-reduce computes per operand)."""
+    fn = m.regions[0].blocks[0].operations[0]
+    block = fn.regions[0].blocks[0]
+    memo: dict = {}
+    args = {str(a.get_name()): f"arg{i}" for i, a in enumerate(block.arguments)}
+
+    def expr(v) -> str:
+        key = v.get_name()
+        if key in memo:
+            return memo[key]
+        if key in args:
+            out = args[key]
+        else:
+            op = v.owner
+            if op.name == "stablehlo.all_reduce":
+                k = v.result_number
+                groups = str(op.attributes["replica_groups"])
+                out = f"ar[{groups}]({expr(op.operands[k])})"
+            else:
+                out = f"{op.name}({', '.join(expr(x) for x in op.operands)})"
+        memo[key] = out
+        return out
+
+    ret = list(block.operations)[-1]
+    return [expr(v) for v in ret.operands]
+
+
+def _ar_bytes(m) -> int:
+    from costmodel.shapes import type_info
+
+    return sum(type_info(v.type).nbytes for op in all_reduces(m) for v in op.operands)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(_programs(), st.sampled_from([32, 64, 96, XLA_GPU_THRESHOLD_BYTES]), st.sampled_from([2, 3, 256]))
+def test_random_programs_combine_to_an_equivalent_valid_module(text, threshold_bytes, threshold_count):
+    ctx, m = load(text)
+    with ctx:
+        before, nbytes = _expressions(m), _ar_bytes(m)
+        stats = combine_all_reduces(m, threshold_bytes=threshold_bytes, threshold_count=threshold_count)
+        m.operation.verify()
+        assert _expressions(m) == before  # the same values, each all-reduced on its own
+        assert _ar_bytes(m) == nbytes
+        ops = all_reduces(m)
+        assert len(ops) == stats.after
+        for op in ops:  # thresholds held
+            assert len(op.operands) <= threshold_count
+            if len(op.operands) > 1:
+                assert 4 * 8 * len(op.operands) <= threshold_bytes
