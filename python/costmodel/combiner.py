@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 
 from .engine import COST_ATTR
-from .ir import attr_number, count_attr, f64_attr, ir
+from .ir import attr_number, count_attr, f64_attr, ir, walk_ops
 from .shapes import type_info
 
 XLA_GPU_THRESHOLD_BYTES = 30 * 1024 * 1024  # xla_gpu_all_reduce_combine_threshold_bytes
@@ -88,20 +88,12 @@ def _inputs(op, index: dict) -> list[int]:
             out.append(j)
     if len(op.regions):
         seen = set(out)
-        stack = [op]
-        while stack:
-            o = stack.pop()
-            for r in o.regions:
-                for b in r.blocks:
-                    for inner in b.operations:
-                        inner = inner.operation
-                        for v in inner.operands:
-                            j = index.get(v)
-                            if j is not None and j not in seen:
-                                seen.add(j)
-                                out.append(j)
-                        if len(inner.regions):
-                            stack.append(inner)
+        for inner in walk_ops(op):
+            for v in inner.operands:
+                j = index.get(v)
+                if j is not None and j not in seen:
+                    seen.add(j)
+                    out.append(j)
     return out
 
 
