@@ -31,18 +31,9 @@ def load(text: str):
 
 
 def all_reduces(m):
-    ops = []
-    stack = [m.operation]
-    while stack:
-        op = stack.pop()
-        for r in op.regions:
-            for b in r.blocks:
-                for o in b.operations:
-                    o = o.operation
-                    if o.name == "stablehlo.all_reduce":
-                        ops.append(o)
-                    stack.append(o)
-    return ops
+    from costmodel.ir import walk_ops
+
+    return [op for op in walk_ops(m.operation) if op.name == "stablehlo.all_reduce"]
 
 
 def names_in_order(m) -> list[str]:

@@ -188,19 +188,7 @@ def combine_all_reduces(module, threshold_bytes: int = XLA_GPU_THRESHOLD_BYTES,
 
 def _blocks(module) -> list:
     """Bodies of functions and of the while/case/if inside them."""
-    out = []
-    stack = [module.operation]
-    while stack:
-        op = stack.pop()
-        for r in op.regions:
-            for b in r.blocks:
-                if op.name in _CONTROL_FLOW:
-                    out.append(b)
-                for o in b.operations:
-                    o = o.operation
-                    if o.name in _CONTROL_FLOW:
-                        stack.append(o)
-    return out
+    return [b for op in walk_ops(module.operation) if op.name in _CONTROL_FLOW for r in op.regions for b in r.blocks]
 
 
 def _combine_block(block, threshold_bytes: int, threshold_count: int, stats: CombineStats) -> None:
