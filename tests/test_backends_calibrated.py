@@ -256,3 +256,72 @@ func.func @main(%dy: tensor<8x112x112x64xbf16>, %w: tensor<7x7x3x64xbf16>) -> te
         lhs, rhs, out = (type_info(t) for t in (op.operands[0].type, op.operands[1].type, op.results[0].type))
         kinds.append(_conv_kind(op, dn, lhs, rhs, out))
     assert kinds == ["forward", "backward_filter", "backward_input"]
+
+
+# The input gradient of a 3x3 stride-2 convolution (ResNet-18's first convolution of
+# stage 2, 64 -> 128 channels) as JAX writes it: a convolution over the output gradient
+# dilated by the stride (lhs_dilate = 2), with the reversed filter.
+DGRAD_S2 = """
+func.func @main(%dy: tensor<8x28x28x128xbf16>, %w: tensor<3x3x64x128xbf16>) -> tensor<8x56x56x64xbf16> {
+  %r = stablehlo.reverse %w, dims = [0, 1] : tensor<3x3x64x128xbf16>
+  %0 = stablehlo.convolution(%dy, %r) dim_numbers = [b, 0, 1, f]x[0, 1, o, i]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[2, 1], [2, 1]], lhs_dilate = [2, 2], rhs_dilate = [1, 1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<8x28x28x128xbf16>, tensor<3x3x64x128xbf16>) -> tensor<8x56x56x64xbf16>
+  return %0 : tensor<8x56x56x64xbf16>
+}
+"""
+
+
+def test_strided_input_gradient_computes_the_holes_of_the_dilated_gradient():
+    """cuDNN runs a strided convolution's input gradient as the dense problem over the
+    dilated output gradient (our H200 profile: 0.167 ms for the batch-256 input gradient
+    of this convolution, 0.171 ms for the dense problem at the calibrated rate, 0.042 ms
+    for its non-zero taps): K = 3 x 3 taps x 128 features, where the flops (as XLA counts
+    them) cover only the taps that meet a non-zero input, about a quarter."""
+    backend = make_backend("calibrated", load_hardware("h200"), {})
+    spec = backend.hardware
+    cal = spec.calibration
+    assert cal["conv_dilated_input_holes"] == 1
+    a, kc = _conv_kernel(DGRAD_S2, hw="h200")
+    flops = ir.IntegerAttr(kc["flops"]).value
+    m, n = 8 * 56 * 56, 64
+    dense_k = 3 * 3 * 128
+    # the forward's flops: 2 (one FMA) x images x features in x out x taps on the input,
+    # 27 x 3 + 2 per spatial dimension (the last window has one tap in the padding)
+    assert flops == 2 * 8 * 64 * 128 * (27 * 3 + 2) ** 2
+    k = flops // (2 * m * n)
+    scale = dense_k / k
+    assert ir.FloatAttr(kc["dilated_input_work"]).value == pytest.approx(scale, rel=1e-6)
+    tile_eff, split = backend.gemm_plan(m, n, round(k * scale))
+    compute_ns = flops * scale / (spec.peak_TFLOPS("matrix", "bf16") * 1e3 * cal["matrix_efficiency"] * tile_eff)
+    nbytes = ir.IntegerAttr(kc["bytes_read"]).value + ir.IntegerAttr(kc["bytes_written"]).value
+    if split > 1:
+        nbytes += 2 * 4 * m * n * split
+    memory_ns = nbytes / (spec.memory_bandwidth_GBps * cal["memory_efficiency"])
+    expected = compute_ns + memory_ns - cal["compute_memory_overlap"] * min(compute_ns, memory_ns) + cal["kernel_launch_ns"]
+    assert ir.FloatAttr(kc["time_ns"]).value == pytest.approx(expected)
+
+
+def test_dilated_input_work_only_for_input_dilated_convolutions_of_specs_that_say_so():
+    _, kc = _conv_kernel(CONV.format(c=64, g=1), hw="h200")  # forward, strided
+    assert "dilated_input_work" not in kc
+    _, kc = _conv_kernel(WGRAD.format(c=64), hw="h200")  # filter gradient
+    assert "dilated_input_work" not in kc
+    stride1 = DGRAD_S2.replace("lhs_dilate = [2, 2]", "lhs_dilate = [1, 1]").replace("pad = [[2, 1], [2, 1]]", "pad = [[1, 1], [1, 1]]")
+    stride1 = stride1.replace("8x28x28x128", "8x56x56x128")
+    _, kc = _conv_kernel(stride1, hw="h200")  # a stride-1 input gradient has no holes
+    assert "dilated_input_work" not in kc
+    # MI300X (MIOpen) and the TPUs: no measurement, no key, the non-zero taps only
+    assert "conv_dilated_input_holes" not in load_hardware("mi300x").calibration
+    _, kc = _conv_kernel(DGRAD_S2, hw="mi300x")
+    assert "dilated_input_work" not in kc
+
+
+def test_dilated_input_holes_is_a_fraction():
+    import json
+    from importlib import resources
+
+    from costmodel.hardware import SpecError, parse_hardware
+
+    spec = json.loads(resources.files("costmodel.data.hardware").joinpath("h200.json").read_text())
+    spec["calibration"]["conv_dilated_input_holes"]["value"] = 4
+    with pytest.raises(SpecError, match=r"'calibration.conv_dilated_input_holes' is a fraction \(<= 1\), got 4"):
+        parse_hardware(spec, "h200-edited.json")
