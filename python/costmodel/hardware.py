@@ -55,7 +55,6 @@ CALIBRATION_KEYS = {
     "gemm_tile_min": "smallest tile side the GEMM library picks for small matrices",
     "gemm_tile_k": "K depth of a GEMM tile (elements); an implicit-GEMM convolution pads the channels of each filter tap to it",
     "conv_channel_multiple": "16-bit convolutions (forward, filter gradient) run with their input channels padded to a multiple of this, the library copying the activations once",
-    "conv_dilated_input_holes": "fraction of the filter taps on the holes of an input-dilated convolution (a strided convolution's input gradient) that the library computes (1: the dense problem)",
 }
 _OPTIONAL_KEYS = {"calibration"}
 
@@ -283,7 +282,7 @@ def _calibration(where: str, raw, sources: dict[str, str]) -> dict[str, float]:
                 f"{where}: unknown key 'calibration.{key}' (known: {', '.join(sorted(CALIBRATION_KEYS))})"
             )
         out[key] = _number(where, f"calibration.{key}", value, sources)
-    for key in ("matrix_efficiency", "memory_efficiency", "compute_memory_overlap", "conv_dilated_input_holes"):
+    for key in ("matrix_efficiency", "memory_efficiency", "compute_memory_overlap"):
         if key in out and out[key] > 1:
             raise SpecError(f"{where}: 'calibration.{key}' is a fraction (<= 1), got {out[key]}")
     return out

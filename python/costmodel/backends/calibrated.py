@@ -42,15 +42,6 @@ computes the filter of the padded channels (its M is C x filter taps):
                  padding kernel, in sequence before the convolution)
     filter gradient: M and its matrix work x C' / C
 
-Dilated inputs (specs with conv_dilated_input_holes, the NVIDIA presets): a strided
-convolution's input gradient is a convolution over the output gradient dilated by the
-stride (XLA GPU hands it to cuDNN as a backward-input convolution). Its flops, as XLA
-counts them, are those of the taps on data; cuDNN's time is that of the dense problem,
-holes included (our H200 and H100 profiles), so with K_dense = filter taps x input
-features:
-
-    matrix work x (1 + holes x (K_dense / K - 1))
-
 docs/backends.md has the derivation and the sources.
 """
 
@@ -103,7 +94,6 @@ class CalibratedBackend:
         self.tile_min = int(cal.get("gemm_tile_min", min(self.tile_m, self.tile_n)))
         self.tile_k = int(cal["gemm_tile_k"]) if "gemm_tile_k" in cal else None
         self.channel_multiple = int(cal["conv_channel_multiple"]) if "conv_channel_multiple" in cal else None
-        self.dilated_holes = float(cal.get("conv_dilated_input_holes", 0.0))
         self._tile_shapes = self._tiles()
         self._bytes_per_ns = hardware.memory_bandwidth_GBps * self.memory_efficiency
         self._peak: dict = {}
@@ -175,15 +165,6 @@ class CalibratedBackend:
             return None
         return math.ceil(c / self.channel_multiple) * self.channel_multiple
 
-    def dilated_input_scale(self, gemm) -> float:
-        """Matrix work of an input gradient (a convolution over its input dilated by
-        the forward stride) over the work of its non-zero taps, for specs with
-        conv_dilated_input_holes: the fraction of the taps on the holes the library
-        computes (1: the dense problem, K = filter taps x features). 1.0 otherwise."""
-        if not self.dilated_holes or gemm is None or not gemm.conv_dense_k or gemm.conv_dense_k <= gemm.k:
-            return 1.0
-        return 1.0 + self.dilated_holes * (gemm.conv_dense_k / gemm.k - 1.0)
-
     def _time(self, flops_by_unit: dict, nbytes: int, launches: int, gemm) -> KernelCost:
         compute_ns = 0.0
         tile_eff = None
@@ -193,9 +174,6 @@ class CalibratedBackend:
         padded = self.channel_padding(gemm)
         scale = 1.0  # matrix work of the padded channels
         padding_ns = 0.0
-        holes = self.dilated_input_scale(gemm)
-        if holes > 1.0:  # the taps on the dilated input's holes: more K
-            scale = holes
         if padded is not None:
             c = gemm.conv_channels
             # two kernels before the convolution, in sequence (our H200 profile of the
@@ -210,7 +188,7 @@ class CalibratedBackend:
             rate = self._flops_per_ns(unit, dtype)
             if unit == MATRIX:
                 if gemm is not None:
-                    tile_eff, split = self.gemm_plan(m, gemm.n, round(gemm.k * holes), gemm.batch)
+                    tile_eff, split = self.gemm_plan(m, gemm.n, gemm.k, gemm.batch)
                     chan_eff = self.channel_efficiency(gemm.channels_per_tap)
                 rate *= self.matrix_efficiency * (tile_eff if tile_eff is not None else 1.0) * chan_eff
                 work = work * scale
@@ -230,8 +208,6 @@ class CalibratedBackend:
             detail["split_k"] = split
         if chan_eff < 1.0:
             detail["channel_efficiency"] = round(chan_eff, 6)
-        if holes > 1.0:
-            detail["dilated_input_work"] = round(holes, 6)
         if padded is not None:
             detail["padded_channels"] = padded
             detail["padding_ns"] = padding_ns

@@ -282,11 +282,6 @@ class GemmShape:
     # bytes of the activations operand, which a library padding C copies once
     conv_channels: int | None = None
     conv_activation_bytes: int = 0
-    # an input gradient ("backward_input": a convolution over its input dilated by the
-    # forward stride): the K of the dense problem, every filter tap x input features,
-    # holes included (k counts the taps that meet non-zero inputs only, as XLA's cost
-    # analysis counts flops); None otherwise
-    conv_dense_k: int | None = None
 
 
 @dataclass
@@ -1936,7 +1931,7 @@ def _gemm_shape(nd: Node) -> GemmShape | None:
             n_ = out.shape[dn.output_feature_dimension]
             m = out.num_elements // max(1, n_)
             k = max(1, c.flops // max(1, 2 * m * n_))
-            cpt = kind = channels = dense_k = None
+            cpt = kind = channels = None
             act_bytes = 0
             if _int_attr(op, "feature_group_count", 1) == 1 and _int_attr(op, "batch_group_count", 1) == 1:
                 lhs = type_info(_operand_type(nd, 0))
@@ -1948,11 +1943,8 @@ def _gemm_shape(nd: Node) -> GemmShape | None:
                     # cuDNN's K runs over images x output pixels, not filter taps x
                     # channels: no per-tap channel tiles
                     channels, cpt = lhs.shape[dn.input_batch_dimension], None
-                elif kind == "backward_input":
-                    rhs = type_info(_operand_type(nd, 1))
-                    dense_k = math.prod(rhs.shape[d] for d in dn.kernel_spatial_dimensions) * cpt
                 act_bytes = lhs.nbytes
-            return GemmShape(m, n_, k, 1, c.dtype, cpt, kind, channels, act_bytes, dense_k)
+            return GemmShape(m, n_, k, 1, c.dtype, cpt, kind, channels, act_bytes)
         from jaxlib.mlir.dialects import stablehlo as shlo
 
         if nd.name == "stablehlo.dot_general":
