@@ -20,7 +20,8 @@ Sections:
    with --compare, the speedup over another measured GPU against the predicted one;
 2. kernel launches per step, measured (profiler: GPU kernels, memsets left out) against
    our kernel formation, and where the time goes (measured kernel time by category
-   against the calibrated backend's kernels by category), per ResNet step; then XLA's
+   against the calibrated backend's kernels by category, and the convolutions by what
+   cuDNN runs: forward, input gradient, filter gradient), per ResNet step; then XLA's
    own fusion kernels by size (HLO bytes against measured time);
 3. the microbenchmarks against the calibration of the hardware spec: the time of an
    empty kernel, a fit t = a + bytes / B of the streaming kernels, matmul rates, and
@@ -90,6 +91,22 @@ def measured_category(name: str) -> str:
         return "reduce"
     if n.startswith(("loop_", "wrapped_", "input_")):
         return "elementwise"
+    return "other"
+
+
+CONV_ROLES = ("forward", "backward_input", "backward_filter", "padding", "other")
+
+
+def measured_conv_role(name: str) -> str:
+    """What a cuDNN kernel of the profile computes, from its name: cuDNN's kernels say
+    fprop / dgrad / wgrad (xmma and CUTLASS ones alike, the wgrad's workspace
+    initialisation included); nhwcAddPaddingKernel is its channel padding; the rest (a
+    split-K reduction) is not attributed."""
+    n = name.lower()
+    for key, role in (("wgrad", "backward_filter"), ("dgrad", "backward_input"), ("fprop", "forward"),
+                      ("nhwcaddpadding", "padding")):
+        if key in n:
+            return role
     return "other"
 
 
@@ -337,17 +354,27 @@ def section_kernels(args, runs, doc) -> None:
                 continue
             model, mode, steps = m.group(1), m.group(2), int(m.group(3))
             meas = {c: 0.0 for c in (*CATEGORIES, "memory-op")}
+            meas_roles = {c: [0, 0.0] for c in CONV_ROLES}
             count = 0
             for name, dur in trace_kernels(blob):
                 c = measured_category(name)
                 meas[c] += dur / steps / 1e3
                 count += c != "memory-op"
+                if c == "conv":
+                    role = meas_roles[measured_conv_role(name)]
+                    role[0] += 1 / steps
+                    role[1] += dur / steps / 1e3
             rows = predicted_kernels(workload(args.workloads, model, mode), hardware)
             pred = {c: 0.0 for c in CATEGORIES}
+            pred_roles = {c: [0, 0.0] for c in CONV_ROLES}
             launches = 0
             for r in rows:
                 pred[predicted_category(r)] += r.total_time_ns / 1e6
                 launches += r.launches * r.executions
+                if r.kind == "conv":
+                    role = pred_roles[r.conv or "other"]
+                    role[0] += r.executions
+                    role[1] += r.total_time_ns / 1e6
             kbytes = sum((r.bytes_read + r.bytes_written) * r.executions for r in rows)
             rec = {"model": model, "mode": mode, "measured_kernels_per_step": count / steps,
                    "predicted_launches": launches, "predicted_bytes": kbytes, "measured_ms": meas, "predicted_ms": pred}
@@ -368,6 +395,13 @@ def section_kernels(args, runs, doc) -> None:
             print("   " + " ".join(f"{c:>12}" for c in CATEGORIES) + f" {'total':>9}")
             print("   " + " ".join(f"{meas[c]:>10.2f}ms" for c in CATEGORIES) + f" {sum(meas.values()):>7.2f}ms measured")
             print("   " + " ".join(f"{pred[c]:>10.2f}ms" for c in CATEGORIES) + f" {sum(pred.values()):>7.2f}ms calibrated")
+            if meas["conv"]:
+                rec["conv_roles"] = {"measured": meas_roles, "calibrated": pred_roles}
+                print("   convolutions by what cuDNN runs (kernels, ms; calibrated's forward and filter gradients include their channel padding;"
+                      " XLA runs most 1x1 convolutions as GEMMs, measured in the gemm column above):")
+                print("   " + "".join(f"{c:>22}" for c in CONV_ROLES))
+                print("   " + "".join(f"{n:>9.0f} {t:>9.2f}ms" for n, t in meas_roles.values()) + "  measured")
+                print("   " + "".join(f"{n:>9.0f} {t:>9.2f}ms" for n, t in pred_roles.values()) + "  calibrated")
             for b in [b for b in args.backend if b not in ("roofline", "calibrated")]:  # e.g. learned
                 other = {c: 0.0 for c in CATEGORIES}
                 for r in predicted_kernels(workload(args.workloads, model, mode), hardware, b):

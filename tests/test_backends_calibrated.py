@@ -248,11 +248,36 @@ func.func @main(%dy: tensor<8x112x112x64xbf16>, %w: tensor<7x7x3x64xbf16>) -> te
   return %0 : tensor<8x224x224x3xbf16>
 }
 """
+    # a stride-1 input gradient: no input dilation, the reversed filter with its features swapped
+    dgrad_s1 = """
+func.func @main(%dy: tensor<8x56x56x128xbf16>, %w: tensor<3x3x64x128xbf16>) -> tensor<8x56x56x64xbf16> {
+  %r = stablehlo.reverse %w, dims = [0, 1] : tensor<3x3x64x128xbf16>
+  %0 = stablehlo.convolution(%dy, %r) dim_numbers = [b, 0, 1, f]x[0, 1, o, i]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[1, 1], [1, 1]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<8x56x56x128xbf16>, tensor<3x3x64x128xbf16>) -> tensor<8x56x56x64xbf16>
+  return %0 : tensor<8x56x56x64xbf16>
+}
+"""
+    # MatchBackwardInput's other case: an input dilation with a 1x1 filter, not reversed
+    dgrad_1x1 = """
+func.func @main(%dy: tensor<8x28x28x128xbf16>, %w: tensor<1x1x64x128xbf16>) -> tensor<8x56x56x64xbf16> {
+  %0 = stablehlo.convolution(%dy, %w) dim_numbers = [b, 0, 1, f]x[0, 1, o, i]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[0, 1], [0, 1]], lhs_dilate = [2, 2]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<8x28x28x128xbf16>, tensor<1x1x64x128xbf16>) -> tensor<8x56x56x64xbf16>
+  return %0 : tensor<8x56x56x64xbf16>
+}
+"""
+    # an input dilation with a 3x3 filter that is not reversed: not matched, a forward convolution
+    dilated_3x3 = dgrad.replace("%r = stablehlo.reverse %w, dims = [0, 1] : tensor<7x7x3x64xbf16>\n", "").replace("(%dy, %r)", "(%dy, %w)")
+    assert "reverse" not in dilated_3x3
     kinds = []
-    for text in (CONV.format(c=3, g=1), WGRAD.format(c=3), dgrad):
+    for text in (CONV.format(c=3, g=1), WGRAD.format(c=3), dgrad, dgrad_s1, dgrad_1x1, dilated_3x3):
         a = run_annotate(text, hardware="h100-sxm", fusion="xla-gpu", backend="calibrated")
         op = a.ops("stablehlo.convolution")[0]
         dn = shlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
         lhs, rhs, out = (type_info(t) for t in (op.operands[0].type, op.operands[1].type, op.results[0].type))
         kinds.append(_conv_kind(op, dn, lhs, rhs, out))
-    assert kinds == ["forward", "backward_filter", "backward_input"]
+        # the kernel says so in the IR, and the kernel listing reads it back
+        kc = ir.DictAttr(op.attributes["costmodel.kernel_cost"])
+        assert ir.StringAttr(kc["conv"]).value == kinds[-1]
+        from costmodel.kernels.report import collect_kernels
+
+        (row,) = [r for r in collect_kernels(a.module) if r.kind == "conv"]
+        assert row.conv == kinds[-1] and row.to_dict()["conv"] == kinds[-1]
+    assert kinds == ["forward", "backward_filter", "backward_input", "backward_input", "backward_input", "forward"]

@@ -1577,6 +1577,8 @@ def _make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, 
     gemm_nodes = [i for i in idx if nodes[i].cls in (GEMM, CONV)]
     if gemm_nodes:
         k.gemm = _gemm_shape(nodes[gemm_nodes[0]])
+        if k.gemm is not None and k.gemm.conv_kind:  # what cuDNN is asked to run, shown in the IR
+            k.attrs["conv"] = k.gemm.conv_kind
         shared = g.dot_merged.get(g.find(gemm_nodes[0])) if len(gemm_nodes) > 1 else None
         if shared is not None:
             _merged_dot_kernel(k, nodes, gemm_nodes, shared)
@@ -1972,9 +1974,9 @@ def _conv_kind(op, dn, lhs, rhs, out) -> str:
     LooksLikeForwardConvolution: batch and feature counts carried through with no filter
     extent above the output's; stride 1, no input dilation, and a filter dilation or no
     filter extent within the output's: the output is the filter, the 'filter' the output
-    gradient); "backward_input" for an input-dilated stride-1 one (MatchBackwardInput;
-    a stride-1 one with a reversed filter is taken as "forward" here, the same problem
-    for the cost); else "forward" (CanImplementAsGpuForwardConv)."""
+    gradient); "backward_input" when MatchBackwardInput takes it (stride 1, no filter
+    dilation, and a filter reversed in every spatial dimension, or an input dilation
+    with a 1x1 or constant filter); else "forward" (CanImplementAsGpuForwardConv)."""
     from ..rules import _i64_list
 
     nsp = len(dn.output_spatial_dimensions)
@@ -1993,9 +1995,28 @@ def _conv_kind(op, dn, lhs, rhs, out) -> str:
         small = sum(1 for kd, od in zip(kernel, outsp) if kd <= od)
         if small == 0 or any(d != 1 for d in rhs_dil):
             return "backward_filter"
-    if unit_strides and any(d != 1 for d in lhs_dil):
-        return "backward_input"
+    if unit_strides and all(d == 1 for d in rhs_dil):
+        producer = _defining_op(op.operands[1])
+        name = producer.name if producer is not None else ""
+        reversed_filter = False
+        if name == "stablehlo.reverse":
+            from ..rules import _i64_list as dims_of
+
+            reversed_filter = sorted(dims_of(producer, "dimensions") or []) == sorted(dn.kernel_spatial_dimensions)
+        base_dilated = any(d != 1 for d in lhs_dil)
+        if reversed_filter or (base_dilated and (name == "stablehlo.constant" or all(kd == 1 for kd in kernel))):
+            return "backward_input"
     return "forward"
+
+
+def _defining_op(value):
+    """The op that defines `value` (None for a block argument)."""
+    try:
+        owner = value.owner
+    except Exception:
+        return None
+    op = getattr(owner, "operation", None)
+    return op if op is not None and hasattr(op, "attributes") else None
 
 
 def _select_and_scatter_expanded(nd: Node):

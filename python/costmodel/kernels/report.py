@@ -32,6 +32,9 @@ class KernelRow:
     # who timed it, where the backend says (profiled/learned: measured, cache, learned,
     # fallback); empty for roofline and calibrated
     profile: str = ""
+    # a convolution kernel: what the library is asked to run (forward, backward_input,
+    # backward_filter: XLA GPU's conv rewriter); empty otherwise
+    conv: str = ""
 
     @property
     def total_time_ns(self) -> float:
@@ -53,6 +56,7 @@ class KernelRow:
             "shape": self.shape,
             "location": self.location,
             **({"profile": self.profile} if self.profile else {}),
+            **({"conv": self.conv} if self.conv else {}),
         }
 
 
@@ -110,6 +114,7 @@ def collect_kernels(module) -> list[KernelRow]:
                             shape=shape,
                             location=format_location(child.location, ""),
                             profile=ir.StringAttr(d["profile"]).value if "profile" in d else "",
+                            conv=ir.StringAttr(d["conv"]).value if "conv" in d else "",
                         )
                     stack.append(child)
     for kid, names in members.items():
