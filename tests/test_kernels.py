@@ -25,6 +25,9 @@ def kernels(a) -> list[dict]:
                 k[key] = ir.IntegerAttr(d[key]).value
             k["kind"] = ir.StringAttr(d["kind"]).value
             k["time_ns"] = ir.FloatAttr(d["time_ns"]).value
+            for key in ("conv_padding", "conv"):
+                if key in d:
+                    k[key] = ir.StringAttr(d[key]).value
             out.append(k)
     return out
 
@@ -919,6 +922,39 @@ def test_asymmetric_conv_padding_is_a_pad_kernel_on_gpu(pad_low, dw, launches):
         assert fwd["bytes_read"] == x + w and fwd["bytes_written"] == g
     a_tpu = run_annotate(text, fusion="xla-tpu")
     assert sum(k["launches"] for k in kernels(a_tpu)) == 2  # the rule is cuDNN's, GPU only
+
+
+DGRAD_S2 = """
+func.func @main(%dy: tensor<8x16x16x64xbf16>, %w: tensor<3x3x64x64xbf16>, %m: tensor<8x32x32x64xbf16>) -> tensor<8x32x32x64xbf16> {
+  %r = stablehlo.reverse %w, dims = [0, 1] : tensor<3x3x64x64xbf16>
+  %dx = stablehlo.convolution(%dy, %r) dim_numbers = [b, 0, 1, f]x[0, 1, o, i]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[2, 1], [2, 1]], lhs_dilate = [2, 2]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<8x16x16x64xbf16>, tensor<3x3x64x64xbf16>) -> tensor<8x32x32x64xbf16>
+  RESULT
+}
+"""
+
+
+@pytest.mark.parametrize("consumer, slice_kernel", [
+    ("return %dx : tensor<8x32x32x64xbf16>", True),  # returned: the slice is a kernel of its own
+    ("%y = stablehlo.multiply %dx, %m : tensor<8x32x32x64xbf16>\n  return %y : tensor<8x32x32x64xbf16>", False),  # fused into the multiply
+])
+def test_sliced_output_of_an_input_gradient_is_a_slice_kernel_only_without_a_fusing_consumer(consumer, slice_kernel):
+    """A stride-2 input gradient with asymmetric padding computes an output larger by the
+    difference (33 x 33), sliced afterwards (XLA GPU's ConvPaddingLegalization). The slice
+    fuses into an elementwise consumer; when the result is returned it is a kernel of its
+    own (the three kernels of our H200 microbenchmark of such a gradient jitted alone:
+    the filter reversed, the convolution, the slice)."""
+    a = run_annotate(DGRAD_S2.replace("RESULT", consumer), fusion="xla-gpu")
+    conv = next(k for k in kernels(a) if k["kind"] == "conv")
+    kept = 8 * 32 * 32 * 64 * BF16
+    larger = 8 * 33 * 33 * 64 * BF16
+    dy, w = 8 * 16 * 16 * 64 * BF16, 3 * 3 * 64 * 64 * BF16
+    if slice_kernel:
+        assert conv["launches"] == 2 and conv["conv_padding"] == "sliced output, slice kernel"
+        assert conv["bytes_written"] == larger + kept  # the convolution's output, then the slice's
+        assert conv["bytes_read"] == dy + w + kept  # the slice reads the part it keeps
+    else:
+        assert conv["launches"] == 1 and conv["conv_padding"] == "sliced output"
+        assert conv["bytes_written"] == larger and conv["bytes_read"] == dy + w
 
 
 def test_asymmetric_padding_of_a_dynamic_convolution_is_marked_not_guessed():

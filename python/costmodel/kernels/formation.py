@@ -1609,7 +1609,20 @@ def _make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, 
                     if out_extra:
                         k.bytes_written += out_extra
                         k.attrs["conv_padding"] = "sliced output"
+                        # the slice fuses into a consumer kernel; when the result leaves
+                        # the block or only non-fusible ops read it, it is a kernel of its
+                        # own that reads the part it keeps and writes it
+                        if external_use[i] or not any(nodes[u].cls in _SLICE_FUSING_CLASSES for u in users[i]):
+                            kept = _result_bytes(nodes, g, i)
+                            k.launches += 1
+                            k.bytes_read += kept
+                            k.bytes_written += kept
+                            k.attrs["conv_padding"] = "sliced output, slice kernel"
     return k
+
+
+# consumers a slice fuses into as a producer (XLA GPU's loop and input fusions)
+_SLICE_FUSING_CLASSES = frozenset({ELEMENTWISE, MOVEMENT, REDUCE, FREE})
 
 
 def _dot_merger(nodes, g: _Groups, operand_nodes, types_of) -> None:
