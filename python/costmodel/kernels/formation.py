@@ -1295,7 +1295,7 @@ class _Formation:
         """GetProducerConsumerMultiOutputFusionCandidates: a loop kernel whose result is
         read by several kernels joins one of them that iterates over the same shape,
         when that creates no cycle; its result becomes an extra output."""
-        g, nodes = self.g, self.nodes
+        g = self.g
         pg = g.find(p)
         if g.kind[pg] != "loop" or g.multi[pg] or not self.mof_root(pg):
             return
