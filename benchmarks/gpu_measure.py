@@ -286,6 +286,96 @@ def kernel_time_per_call(fn, args, calls: int) -> tuple[float, float]:
         shutil.rmtree(trace_dir, ignore_errors=True)
 
 
+def kernel_names_of_a_call(fn, args, calls: int = 2) -> list[tuple[str, float]]:
+    """[(kernel name, us)] of the last of `calls` profiled calls (GPU kernels, memsets and
+    copies left out): which library kernels (cuDNN's tile sizes, split-K, padding and
+    slice kernels) a call runs. [] without a GPU line (on a CPU)."""
+    import jax
+
+    trace_dir = tempfile.mkdtemp(prefix="trace_names_")
+    try:
+        with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+            out = None
+            for _ in range(calls):
+                out = fn(*args)
+            jax.block_until_ready(out)
+        found = glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True)
+        if not found:
+            return []
+        with gzip.open(found[0], "rt") as f:
+            data = json.load(f)
+        events = data["traceEvents"] if isinstance(data, dict) else data
+        gpu = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
+               and "gpu" in str(e.get("args", {}).get("name", "")).lower()}
+        kernels = [(str(e.get("name", "")), float(e.get("dur", 0.0)))
+                   for e in sorted((e for e in events if e.get("ph") == "X" and e.get("pid") in gpu), key=lambda e: e.get("ts", 0))
+                   if not str(e.get("name", "")).lower().startswith(("memset", "memcpy"))]
+        per_call = len(kernels) // calls if calls and len(kernels) % calls == 0 else len(kernels)
+        return [(name[:300], dur) for name, dur in kernels[-per_call:]] if per_call else []
+    finally:
+        shutil.rmtree(trace_dir, ignore_errors=True)
+
+
+# 3x3 stride-1 convolutions at 56x56, batch 256, C in = C out: which tile cuDNN picks by
+# channel count (docs/backends.md: the 64-channel ones run 256x64x32 tiles at 485 TFLOP/s
+# on the H200 where 128-channel ones run 128x128x64 at 740-820)
+CONV_TILE_CHANNELS = (32, 48, 64, 96, 128, 192, 256)
+
+
+@guarded("micro.conv_tiles")
+def micro_conv_tiles(smoke: bool) -> None:
+    """Per channel count: forward, input and filter gradient of a 3x3 convolution, GPU
+    kernel time per call and the kernels' names (the tile sizes cuDNN picks); then the
+    stride-2 input gradient of ResNet-18's 56 -> 28 convolution with a consumer that the
+    slice of XLA's padding legalization fuses into (as in a training step), against the
+    same gradient returned alone (three kernels, one of them that slice)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    batch, hw = (2, 8) if smoke else (256, 56)
+    key = jax.random.PRNGKey(7)
+    rows = []
+
+    def conv_fn(s):
+        return lambda x, wt: lax.conv_general_dilated(x, wt, (s, s), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    for c in (CONV_TILE_CHANNELS[:2] if smoke else CONV_TILE_CHANNELS):
+        conv = conv_fn(1)
+        x = jax.random.normal(key, (batch, hw, hw, c), jnp.bfloat16)
+        wt = jax.random.normal(jax.random.fold_in(key, 1), (3, 3, c, c), jnp.bfloat16) * 0.05
+        g = jax.random.normal(jax.random.fold_in(key, 2), (batch, hw, hw, c), jnp.bfloat16)
+        row = {"channels": c, "batch": batch, "h": hw, "w": hw, "kernel": 3, "stride": 1,
+               "flops": 2 * batch * hw * hw * c * c * 9}  # one FMA = 2 flops
+        fns = (("fwd", jax.jit(conv), (x, wt)),
+               ("bwd_input", jax.jit(lambda x, wt, g, conv=conv: jax.vjp(lambda x: conv(x, wt), x)[1](g)[0]), (x, wt, g)),
+               ("bwd_filter", jax.jit(lambda x, wt, g, conv=conv: jax.vjp(lambda wt: conv(x, wt), wt)[1](g)[0]), (x, wt, g)))
+        for what, fn, args in fns:
+            jax.block_until_ready(fn(*args))
+            kernel_s, kernels = kernel_time_per_call(fn, args, calls=3 if smoke else 10)
+            row[f"{what}_s"], row[f"{what}_kernels"] = kernel_s, kernels
+            row[f"{what}_names"] = kernel_names_of_a_call(fn, args)
+        rows.append(row)
+        log(f"conv_tiles C={c}: fwd {row['fwd_s'] * 1e6:.1f} us, dx {row['bwd_input_s'] * 1e6:.1f} us, "
+            f"dw {row['bwd_filter_s'] * 1e6:.1f} us")
+    # the stride-2 input gradient, returned alone and with a fusing consumer (x 2)
+    c_in, c_out = (8, 16) if smoke else (64, 128)
+    conv = conv_fn(2)
+    x = jax.random.normal(key, (batch, hw, hw, c_in), jnp.bfloat16)
+    wt = jax.random.normal(jax.random.fold_in(key, 1), (3, 3, c_in, c_out), jnp.bfloat16) * 0.05
+    y = jax.eval_shape(conv, x, wt)
+    g = jax.random.normal(jax.random.fold_in(key, 2), y.shape, jnp.bfloat16)
+    strided = {}
+    for what, fn in (("alone", jax.jit(lambda x, wt, g: jax.vjp(lambda x: conv(x, wt), x)[1](g)[0])),
+                     ("consumed", jax.jit(lambda x, wt, g: jax.vjp(lambda x: conv(x, wt), x)[1](g)[0] * 2))):
+        jax.block_until_ready(fn(x, wt, g))
+        kernel_s, kernels = kernel_time_per_call(fn, (x, wt, g), calls=3 if smoke else 10)
+        strided[what] = {"s": kernel_s, "kernels": kernels, "names": kernel_names_of_a_call(fn, (x, wt, g))}
+        log(f"strided input gradient {what}: {kernel_s * 1e6:.1f} us in {kernels:.0f} kernels")
+    RESULTS["micro"]["conv_tiles"] = {"rows": rows, "strided_input_gradient": {"batch": batch, "h": hw, "c_in": c_in,
+                                                                                "c_out": c_out, **strided}}
+
+
 # activations of ResNet-18/50 at batch 256 (NHWC, bf16) whose batch-norm statistics are reduced
 REDUCE_SHAPES = [(256, 112, 112, 64), (256, 56, 56, 64), (256, 56, 56, 256), (256, 28, 28, 128),
                  (256, 14, 14, 256), (256, 7, 7, 512), (256, 7, 7, 2048)]
@@ -369,6 +459,7 @@ def micro_conv(smoke: bool) -> None:
             row[f"{what}_kernels"] = kernels
             row[f"{what}_s"] = kernel_s if kernel_s else r["median_s"]
             row[f"{what}_TFLOPS"] = flops / row[f"{what}_s"] / 1e12
+            row[f"{what}_names"] = kernel_names_of_a_call(fn, args)  # cuDNN's tiles, pads, slices
         rows.append(row)
         log(f"conv {name}: fwd {row['fwd_TFLOPS']:.0f}, dx {row['bwd_input_TFLOPS']:.0f}, "
             f"dw {row['bwd_filter_TFLOPS']:.0f} TFLOP/s")
@@ -592,7 +683,8 @@ def main(argv=None) -> int:
     if not args.no_micro:
         chosen = set(args.micro.split(","))
         for name, fn in (("launch", micro_launch), ("bandwidth", micro_bandwidth), ("bandwidth_kinds", micro_bandwidth_kinds),
-                         ("matmul", micro_matmul), ("conv", micro_conv), ("reduce", micro_reduce)):
+                         ("matmul", micro_matmul), ("conv", micro_conv), ("conv_tiles", micro_conv_tiles),
+                         ("reduce", micro_reduce)):
             if name in chosen:
                 fn(args.smoke)
     for name in models[1:]:

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The measurements the calibrated backend's open questions need (docs/backends.md), for a
+# next session with a lent GPU (about 3 minutes of device time; the steps and kernels of
+# gpu_session.sh are already in benchmarks/data/gpu/<gpu>):
+#   - bandwidth_kinds: which streaming kernel reaches the bandwidth of the steps' large
+#     kernels (the H200's 3.24 TB/s calibration against 3.5 TB/s in its steps);
+#   - conv_tiles: the tile cuDNN picks per channel count of a 3x3 convolution and its
+#     time (the 64-channel ones at 485 TFLOP/s on the H200), and the stride-2 input
+#     gradient with and without a consumer that its slice fuses into;
+#   - conv: the ResNet convolutions again, now with their kernels' names.
+#
+#   OUT=/tmp/out benchmarks/scripts/gpu_followup.sh h200
+set -u
+GPU="${1:-h200}"
+O="${OUT:-/tmp/gpu_followup}"
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_MEM_FRACTION=0.9
+mkdir -p "$O/micro"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+OUT="$O/micro" timeout 240 python3 benchmarks/gpu_measure.py --models "" --llama "" \
+    --micro bandwidth_kinds,conv_tiles,conv > "$O/micro/log.txt" 2>&1
+echo "micro ($GPU): exit $?"; grep -v '^[IWE][0-9]' "$O/micro/log.txt" | tail -30
