@@ -219,7 +219,10 @@ def micro_bandwidth_kinds(smoke: bool) -> None:
     import jax
     import jax.numpy as jnp
 
-    sizes_log2 = (20, 22) if smoke else (28, 30, 32)  # 256 MiB, 1 GiB, 4 GiB
+    # 16 MiB .. 4 GiB: the steps' fusion kernels run at 2.5-2.8 TB/s at 10-100 MB and
+    # 3.5 TB/s at 0.1-1 GB on the H200 (gpu_eval.py section 2b); where does a streaming
+    # kernel's bandwidth ramp up, without the host floor of micro_bandwidth's wall clock?
+    sizes_log2 = (20, 22) if smoke else (24, 26, 28, 30, 32)
     n = 4 if smoke else 10
     axpb = chain(n, lambda y: y * 1.0001 + 1)
     add2 = chain(n, lambda xy: (xy[0] + xy[1], xy[1]))
