@@ -528,6 +528,60 @@ def test_select_and_scatter_is_expanded_on_gpu():
     assert tpu[0]["launches"] == 1 and tpu[0]["bytes_written"] == operand
 
 
+# max pooling with SAME padding as JAX differentiates it: the operand padded with -inf,
+# then select_and_scatter, then the padding sliced off
+PADDED_MAX_POOL_BACKWARD = """
+func.func @main(%x: tensor<8x8x8x4xf32>, %dy: tensor<8x4x4x4xf32>) -> tensor<8x8x8x4xf32> {
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %p = stablehlo.pad %x, %ninf, low = [0, 0, 0, 0], high = [0, 1, 1, 0], interior = [0, 0, 0, 0] : (tensor<8x8x8x4xf32>, tensor<f32>) -> tensor<8x9x9x4xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %r = "stablehlo.select_and_scatter"(%p, %dy, %z) <{window_dimensions = array<i64: 1, 3, 3, 1>, window_strides = array<i64: 1, 2, 2, 1>}> ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %c = stablehlo.compare GE, %a, %b, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %c : tensor<i1>
+  }, {
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = stablehlo.add %a, %b : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) : (tensor<8x9x9x4xf32>, tensor<8x4x4x4xf32>, tensor<f32>) -> tensor<8x9x9x4xf32>
+  %y = stablehlo.slice %r [0:8, 0:8, 0:8, 0:4] : (tensor<8x9x9x4xf32>) -> tensor<8x8x8x4xf32>
+  RESULT
+}
+"""
+
+
+@pytest.mark.parametrize("pad_read_elsewhere", [False, True])
+def test_pad_of_a_select_and_scatter_operand_fuses_into_its_reduce_window(pad_read_elsewhere):
+    """XLA GPU expands select_and_scatter before fusion; the pad of its operand then fuses
+    into the reduce_window loop kernel (our H200 HLO of the ResNet step: the pad inside
+    fused_reduce_window), which reads the unpadded operand. A pad that something else
+    reads too stays a kernel of its own."""
+    ret = ("%q = stablehlo.reduce(%p init: %z) applies stablehlo.add across dimensions = [0, 1, 2, 3] : (tensor<8x9x9x4xf32>, tensor<f32>) -> tensor<f32>\n"
+           "  return %y, %q : tensor<8x8x8x4xf32>, tensor<f32>") if pad_read_elsewhere else "return %y : tensor<8x8x8x4xf32>"
+    text = PADDED_MAX_POOL_BACKWARD.replace("RESULT", ret)
+    if pad_read_elsewhere:
+        text = text.replace("-> tensor<8x8x8x4xf32> {", "-> (tensor<8x8x8x4xf32>, tensor<f32>) {")
+    a = run_annotate(text, fusion="xla-gpu")
+    ks = kernels(a)
+    sas = next(k for k in ks if k["root"] == "stablehlo.select_and_scatter")
+    pads = [k for k in ks if k["root"] == "stablehlo.pad"]
+    x, padded = 8 * 8 * 8 * 4 * F32, 8 * 9 * 9 * 4 * F32
+    n, rank = 8 * 4 * 4 * 4, 4
+    index = 4 * rank * n
+    assert sas["launches"] == 4
+    if pad_read_elsewhere:
+        # the pad's result is needed elsewhere: written (by the reduction's kernel), and read
+        assert sas["ops"] == 1
+        assert sas["bytes_read"] == padded + index + (index + n * F32 + n * F32)
+    else:
+        assert sas["ops"] == 2 and pads == []  # the pad is inside, no kernel of its own
+        # the select (reduce_window) reads the unpadded operand; init and scatter keep the padded shape
+        assert sas["bytes_read"] == x + index + (index + n * F32 + n * F32)
+        assert sas["bytes_written"] == padded + (n * F32 + index) + index + n * F32
+    tpu = kernels(run_annotate(text, fusion="xla-tpu"))  # the rule is XLA GPU's expansion
+    assert next(k for k in tpu if k["root"] == "stablehlo.select_and_scatter")["ops"] == 1
+
+
 def test_expensive_producer_is_not_fused_into_a_broadcast():
     text = """
 func.func @main(%v: tensor<256xf32>, %x: tensor<256x256xf32>) -> tensor<256x256xf32> {

@@ -788,10 +788,16 @@ class _Formation:
             return False
         if g.size[cg] + g.size[pg] > MAX_FUSION_PARAMS * 4:  # FusionFitsInBudget (a proxy on op count)
             return False
-        if kind in ("collective", "custom", "fusion"):
-            return False
         r = self.root[pg]
         nd = nodes[r]
+        if kind == "custom" and policy == "xla-gpu" and g.size[cg] == 1 and g.size[pg] == 1:
+            # XLA GPU expands select_and_scatter before fusion (rule 8); the pad of its
+            # operand fuses into the expansion's reduce_window loop kernel (our H200 HLO:
+            # the pad inside fused_reduce_window), so it is no kernel of its own
+            return (_pad_of_select_and_scatter(nodes, self.operand_nodes, self.root[cg], r)
+                    and self.users[r] == [self.root[cg]] and not self.external_use[r])
+        if kind in ("collective", "custom", "fusion"):
+            return False
         c = nd.cls
         single = g.size[pg] == 1
         if kind == "gemm":
@@ -1566,6 +1572,10 @@ def _make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, 
     # accounting; otherwise the kernel's distinct external values
     single = len(idx) == 1 and not dups and nodes[idx[0]].cls == OPAQUE
     expanded = _select_and_scatter_expanded(nodes[idx[0]]) if single and policy == "xla-gpu" else None
+    if (expanded is None and policy == "xla-gpu" and len(idx) == 2 and not dups
+            and _pad_of_select_and_scatter(nodes, operand_nodes, idx[1], idx[0])):
+        # its reduce_window reads the pad's operand, padding in registers
+        expanded = _select_and_scatter_expanded(nodes[idx[1]], type_info(_operand_type(nodes[idx[0]], 0)))
     if expanded is not None:
         k.bytes_read, k.bytes_written, k.launches = expanded
         k.attrs["expanded"] = "select_and_scatter"
@@ -2032,14 +2042,28 @@ def _defining_op(value):
     return op if op is not None and hasattr(op, "attributes") else None
 
 
-def _select_and_scatter_expanded(nd: Node):
+def _pad_of_select_and_scatter(nodes, operand_nodes, s: int, p: int) -> bool:
+    """Is node p a pad whose result is node s's select_and_scatter operand (and read by
+    nothing else)?"""
+    return (
+        nodes[s].name == "stablehlo.select_and_scatter"
+        and nodes[p].name == "stablehlo.pad"
+        and bool(operand_nodes[s])
+        and operand_nodes[s][0] == p
+        and all(q != p for q in operand_nodes[s][1:])
+    )
+
+
+def _select_and_scatter_expanded(nd: Node, selected_from=None):
     """XLA GPU rewrites select_and_scatter (SelectAndScatterExpander, gpu_compiler.cc:
     "Rewrite select-and-scatter as a scatter and a reduce-window") into four kernels:
     the operand-shaped output filled with the init value; a variadic reduce_window that
     reads the operand and writes, per source element, the selected value and its index
     in every dimension (i32); the indices packed into one [source elements, rank] array;
     a scatter that reads those and the source and updates the selected elements in place.
-    Returns (bytes_read, bytes_written, launches), or None for other ops."""
+    `selected_from`: the type the reduce_window reads when a pad of the operand is fused
+    into it (the pad's own operand). Returns (bytes_read, bytes_written, launches), or
+    None for other ops."""
     if nd.name != "stablehlo.select_and_scatter":
         return None
     try:
@@ -2051,7 +2075,7 @@ def _select_and_scatter_expanded(nd: Node):
     index_bytes = 4 * rank * n  # one i32 per dimension and source element
     read = written = 0
     written += operand.nbytes  # 1: init
-    read += operand.nbytes  # 2: select (reduce_window with indices)
+    read += (selected_from or operand).nbytes  # 2: select (reduce_window with indices)
     written += n * eo + index_bytes
     read += index_bytes  # 3: pack the indices
     written += index_bytes
