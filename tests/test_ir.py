@@ -340,3 +340,19 @@ def test_native_print_into_an_unwritable_directory_falls_back_quietly(ctx, tmp_p
     assert cir._print_native(op, debug_info=False, generic=False, large_elements_limit=None, size_hint=0) is None
     assert cir.print_module(op, size_hint=0) == _get_asm(op)
     assert capfd.readouterr().err == ""
+
+
+def test_defining_op_of_results_and_block_arguments():
+    text = """
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.negate %x : tensor<4xf32>
+  %1 = stablehlo.add %0, %x : tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+"""
+    ctx = cir.make_context()
+    module = cir.load_module(ctx, text, "<test>")
+    add = next(op for op in cir.walk_ops(module.operation) if op.name == "stablehlo.add")
+    producer, arg = add.operands[0], add.operands[1]
+    assert cir.defining_op(producer).name == "stablehlo.negate"
+    assert cir.defining_op(arg) is None  # a block argument

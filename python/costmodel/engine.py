@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from .ir import DiagnosticEngine, count_attr, f64_attr, ir
+from .ir import DiagnosticEngine, count_attr, defining_op, f64_attr, ir
 from .rules import REGION_OPS, NotDecomposed, OpCost, Unsupported, rule_for
 from .shapes import type_info
 
@@ -86,13 +86,8 @@ class Totals:
 
 def _scalar_const(value) -> int | None:
     """Integer value of a scalar/splat stablehlo.constant (or arith.constant)."""
-    owner = value.owner
-    if not isinstance(owner, ir.Operation) and hasattr(owner, "operation"):
-        owner = owner.operation
-    if not isinstance(owner, (ir.Operation, ir.OpView)):
-        return None
-    op = owner.operation if hasattr(owner, "operation") else owner
-    if op.name not in ("stablehlo.constant", "arith.constant"):
+    op = defining_op(value)
+    if op is None or op.name not in ("stablehlo.constant", "arith.constant"):
         return None
     attr = op.attributes["value"]
     try:
@@ -285,7 +280,6 @@ class CostEngine:
         key = (flops, transc, br, bw, time_ns, bound, trip_count)
         attr = self._attr_cache.get(key)
         if attr is None:
-            i64 = self._i64
             d = {
                 "backend": self._backend_attr,
                 "flops": self._cnt(flops),
@@ -358,7 +352,6 @@ class CostEngine:
             return total
 
     def _write_summary(self, module, total: Totals, entries: list[str]) -> None:
-        i64 = self._i64
         d = {
             "hardware": ir.StringAttr.get(self.hardware_name),
             "backend": ir.StringAttr.get(self.backend_name),
@@ -500,7 +493,7 @@ class CostEngine:
 
     def _kernel_block_totals(self, block) -> Totals:
         from .backends import estimate_kernel
-        from .kernels import Node, form_kernels
+        from .kernels import Node
         from .kernels.formation import BOUNDARY, COLLECTIVE, FREE, OPAQUE, op_class, single_participant
 
         t = Totals()
@@ -543,7 +536,6 @@ class CostEngine:
                 cost = self._leaf_cost(op, t, types)
             nodes.append(Node(op, name, cost, cls, operands=operands, results=results, types=types))
         kernels = self._form(nodes)
-        i64 = self._i64
         placed: dict = {}
         copies: dict = {}
         for k in kernels:
@@ -636,7 +628,6 @@ class CostEngine:
         return out
 
     def _kernel_attr(self, k, kc):
-        i64 = self._i64
         d = {
             "id": self._cnt(k.id),
             "kind": self._str(k.kind),

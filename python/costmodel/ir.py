@@ -667,6 +667,15 @@ def nested_ops(op) -> list:
     return out[1:]
 
 
+def defining_op(value):
+    """The operation that defines `value` (an ir.Operation), or None for a block
+    argument."""
+    if isinstance(value, ir.BlockArgument):
+        return None
+    owner = value.owner
+    return owner.operation if hasattr(owner, "operation") else owner
+
+
 def walk_ops(op):
     """Every op nested in `op`'s regions, pre-order (not `op` itself)."""
     for region in op.regions:

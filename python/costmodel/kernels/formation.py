@@ -2019,27 +2019,17 @@ def _conv_kind(op, dn, lhs, rhs, out) -> str:
         if small == 0 or any(d != 1 for d in rhs_dil):
             return "backward_filter"
     if unit_strides and all(d == 1 for d in rhs_dil):
-        producer = _defining_op(op.operands[1])
+        from ..ir import defining_op
+
+        producer = defining_op(op.operands[1])
         name = producer.name if producer is not None else ""
         reversed_filter = False
         if name == "stablehlo.reverse":
-            from ..rules import _i64_list as dims_of
-
-            reversed_filter = sorted(dims_of(producer, "dimensions") or []) == sorted(dn.kernel_spatial_dimensions)
+            reversed_filter = sorted(_i64_list(producer, "dimensions") or []) == sorted(dn.kernel_spatial_dimensions)
         base_dilated = any(d != 1 for d in lhs_dil)
         if reversed_filter or (base_dilated and (name == "stablehlo.constant" or all(kd == 1 for kd in kernel))):
             return "backward_input"
     return "forward"
-
-
-def _defining_op(value):
-    """The op that defines `value` (None for a block argument)."""
-    try:
-        owner = value.owner
-    except Exception:
-        return None
-    op = getattr(owner, "operation", None)
-    return op if op is not None and hasattr(op, "attributes") else None
 
 
 def _pad_of_select_and_scatter(nodes, operand_nodes, s: int, p: int) -> bool:
