@@ -202,6 +202,6 @@ def render_table(rows: list[KernelRow], top: int, total_ns: float | None = None)
             f"{100 * r.total_time_ns / total:>5.1f}% {r.bound:<8} "
             + (f"{r.profile or '-':<9} " if by else "")
             + f"{_fmt_bytes(r.bytes_read + r.bytes_written):>10} "
-            f"{r.flops:>10.3g}  {len(r.ops)}: {_ops_text(r.ops)} -> {r.shape}"
+            f"{r.flops:>10.3g}  {len(r.ops)}: {_ops_text(r.ops)}{f' [{r.conv}]' if r.conv else ''} -> {r.shape}"
         )
     return "\n".join(lines)

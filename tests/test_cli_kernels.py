@@ -1,0 +1,63 @@
+"""`costmodel kernels FILE`: the top kernels of a program by time, as a table or JSON,
+and one-line errors for user mistakes."""
+
+import json
+
+from costmodel.cli import main
+
+# a convolution, its filter gradient and a ReLU (bf16, NHWC as JAX writes them)
+PROGRAM = """
+func.func @main(%x: tensor<8x56x56x64xbf16>, %w: tensor<3x3x64x64xbf16>, %dy: tensor<8x56x56x64xbf16>) -> (tensor<8x56x56x64xbf16>, tensor<3x3x64x64xbf16>) {
+  %y = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[1, 1], [1, 1]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<8x56x56x64xbf16>, tensor<3x3x64x64xbf16>) -> tensor<8x56x56x64xbf16>
+  %z = stablehlo.constant dense<0.0> : tensor<8x56x56x64xbf16>
+  %r = stablehlo.maximum %y, %z : tensor<8x56x56x64xbf16>
+  %dw = stablehlo.convolution(%x, %dy) dim_numbers = [f, 0, 1, b]x[i, 0, 1, o]->[0, 1, b, f], window = {stride = [1, 1], pad = [[1, 1], [1, 1]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<8x56x56x64xbf16>, tensor<8x56x56x64xbf16>) -> tensor<3x3x64x64xbf16>
+  return %r, %dw : tensor<8x56x56x64xbf16>, tensor<3x3x64x64xbf16>
+}
+"""
+
+
+def test_table_lists_kernels_by_time_with_what_cudnn_runs(tmp_path, capsys):
+    f = tmp_path / "p.mlir"
+    f.write_text(PROGRAM)
+    assert main(["kernels", str(f), "--hardware", "h100-sxm", "--backend", "calibrated"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "kernel launches" in out[0] and "on h100-sxm (calibrated, fusion xla-gpu)" in out[0]
+    rows = [line for line in out[4:] if line.strip()]  # after the title, a blank line, the header and its rule
+    assert len(rows) == 3  # the forward convolution, its filter gradient, the ReLU
+    assert sum("[forward]" in r for r in rows) == 1 and sum("[backward_filter]" in r for r in rows) == 1
+    assert any("maximum" in r and "[" not in r.split(":", 1)[1].split("->")[0] for r in rows)
+    # --top limits the rows; the costliest comes first
+    assert main(["kernels", str(f), "--hardware", "h100-sxm", "--top", "1"]) == 0
+    assert len([line for line in capsys.readouterr().out.splitlines()[4:] if line.strip()]) == 1
+
+
+def test_json_carries_every_kernel_and_the_conv_kind(tmp_path, capsys):
+    f = tmp_path / "p.mlir"
+    f.write_text(PROGRAM)
+    assert main(["kernels", str(f), "--hardware", "h100-sxm", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["hardware"] == "h100-sxm" and doc["fusion"] == "xla-gpu"
+    assert doc["kernel_count"] == sum(k["launches"] for k in doc["kernels"])
+    convs = sorted(k["conv"] for k in doc["kernels"] if k["kind"] == "conv")
+    assert convs == ["backward_filter", "forward"]
+    assert all("conv" not in k for k in doc["kernels"] if k["kind"] != "conv")
+    times = [k["total_time_ns"] for k in doc["kernels"]]
+    assert times == sorted(times, reverse=True)
+
+
+def test_user_mistakes_are_one_line_errors(tmp_path, capsys):
+    f = tmp_path / "p.mlir"
+    f.write_text(PROGRAM)
+    assert main(["kernels", str(f), "--top", "0"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--top must be at least 1" in err
+    assert main(["kernels", str(f), "--fusion", "none"]) == 1
+    assert "forms no kernels" in capsys.readouterr().err
+    bad = tmp_path / "bad.mlir"
+    bad.write_text("func.func @main() {\n  %0 = stablehlo.bogus\n}\n")
+    assert main(["kernels", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bad.mlir:2:" in err
+    assert main(["kernels", str(tmp_path / "missing.mlir")]) == 1
+    assert capsys.readouterr().err.count("\n") == 1
