@@ -191,3 +191,20 @@ def test_a_program_that_runs_nothing_has_no_speedup(capsys, tmp_path):
     rc, out, _ = run_cli(capsys, "predict", src, "--system", "a100-40gb-x4", "--json")
     doc = json.loads(out, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
     assert [r["speedup"] for r in doc["rows"]] == [None]
+
+
+def test_top_kernel_table_says_what_cudnn_runs(tmp_path):
+    """The top kernels of `costmodel predict` keep each convolution's kind (as
+    `costmodel kernels` shows it)."""
+    from costmodel.predict import render_table
+
+    p = tmp_path / "conv.mlir"
+    p.write_text("""
+func.func @main(%x: tensor<8x56x56x64xbf16>, %w: tensor<3x3x64x64xbf16>) -> tensor<8x56x56x64xbf16> {
+  %y = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[1, 1], [1, 1]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<8x56x56x64xbf16>, tensor<3x3x64x64xbf16>) -> tensor<8x56x56x64xbf16>
+  return %y : tensor<8x56x56x64xbf16>
+}
+""")
+    res = predict(str(p), systems=["h100-sxm-x4"], top=3)
+    assert [k.get("conv") for k in res.top_kernels] == ["forward"]
+    assert "1: convolution [forward] -> tensor<8x56x56x64xbf16>" in render_table(res)

@@ -489,6 +489,8 @@ def render_table(res: PredictResult) -> str:
                 executions=k["executions"],
                 ops=k["ops"],
                 shape=k["shape"],
+                profile=k.get("profile", ""),
+                conv=k.get("conv", ""),
             )
             for k in res.top_kernels
         ]
