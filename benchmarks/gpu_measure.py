@@ -264,14 +264,12 @@ def micro_matmul(smoke: bool) -> None:
     log("matmul: " + ", ".join(f"{r['m']} {r['TFLOPS']:.0f}" for r in rows))
 
 
-def kernel_time_per_call(fn, args, calls: int) -> tuple[float, float]:
-    """(GPU kernel seconds per call, kernels per call) from a profile of `calls` calls:
-    the time the device spends in the call's kernels, without the host's dispatch (a
-    jitted call costs tens of microseconds on the host, more than a short kernel).
-    (0, 0) when the profile has no GPU line (on a CPU)."""
+def profiled_kernels(fn, args, calls: int) -> list[tuple[str, float]] | None:
+    """[(kernel name, us)] of the GPU kernels of `calls` profiled calls, in order (memsets
+    and copies left out); None when the profile has no GPU line (on a CPU)."""
     import jax
 
-    from costmodel.learn.gpu import gpu_kernel_times
+    from costmodel.learn.gpu import gpu_kernel_events
 
     trace_dir = tempfile.mkdtemp(prefix="trace_micro_")
     try:
@@ -280,43 +278,30 @@ def kernel_time_per_call(fn, args, calls: int) -> tuple[float, float]:
             for _ in range(calls):
                 out = fn(*args)
             jax.block_until_ready(out)
-        by_module = gpu_kernel_times(trace_dir)  # GPU kernels, memsets and copies left out
-        if by_module is None:
-            return 0.0, 0.0
-        durations_us = [d for per_module in by_module.values() for d in per_module]
-        return sum(durations_us) / calls / 1e6, len(durations_us) / calls
+        by_module = gpu_kernel_events(trace_dir)
+        return None if by_module is None else [k for per_module in by_module.values() for k in per_module]
     finally:
         shutil.rmtree(trace_dir, ignore_errors=True)
+
+
+def kernel_time_per_call(fn, args, calls: int) -> tuple[float, float]:
+    """(GPU kernel seconds per call, kernels per call) from a profile of `calls` calls:
+    the time the device spends in the call's kernels, without the host's dispatch (a
+    jitted call costs tens of microseconds on the host, more than a short kernel).
+    (0, 0) when the profile has no GPU line (on a CPU)."""
+    kernels = profiled_kernels(fn, args, calls)
+    if kernels is None:
+        return 0.0, 0.0
+    return sum(d for _name, d in kernels) / calls / 1e6, len(kernels) / calls
 
 
 def kernel_names_of_a_call(fn, args, calls: int = 2) -> list[tuple[str, float]]:
-    """[(kernel name, us)] of the last of `calls` profiled calls (GPU kernels, memsets and
-    copies left out): which library kernels (cuDNN's tile sizes, split-K, padding and
-    slice kernels) a call runs. [] without a GPU line (on a CPU)."""
-    import jax
-
-    trace_dir = tempfile.mkdtemp(prefix="trace_names_")
-    try:
-        with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
-            out = None
-            for _ in range(calls):
-                out = fn(*args)
-            jax.block_until_ready(out)
-        found = glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True)
-        if not found:
-            return []
-        with gzip.open(found[0], "rt") as f:
-            data = json.load(f)
-        events = data["traceEvents"] if isinstance(data, dict) else data
-        gpu = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
-               and "gpu" in str(e.get("args", {}).get("name", "")).lower()}
-        kernels = [(str(e.get("name", "")), float(e.get("dur", 0.0)))
-                   for e in sorted((e for e in events if e.get("ph") == "X" and e.get("pid") in gpu), key=lambda e: e.get("ts", 0))
-                   if not str(e.get("name", "")).lower().startswith(("memset", "memcpy"))]
-        per_call = len(kernels) // calls if calls and len(kernels) % calls == 0 else len(kernels)
-        return [(name[:300], dur) for name, dur in kernels[-per_call:]] if per_call else []
-    finally:
-        shutil.rmtree(trace_dir, ignore_errors=True)
+    """[(kernel name, us)] of the last of `calls` profiled calls: which library kernels
+    (cuDNN's tile sizes, split-K, padding and slice kernels) a call runs. [] without a
+    GPU line (on a CPU)."""
+    kernels = profiled_kernels(fn, args, calls) or []
+    per_call = len(kernels) // calls if len(kernels) % calls == 0 else len(kernels)
+    return [(name[:300], dur) for name, dur in kernels[-per_call:]] if per_call else []
 
 
 # 3x3 stride-1 convolutions at 56x56, batch 256, C in = C out: which tile cuDNN picks by

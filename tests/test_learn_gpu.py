@@ -99,6 +99,9 @@ def test_gpu_kernel_times_from_a_trace(tmp_path):
         json.dump({"traceEvents": events}, fh)
     # GPU kernels only, in time order, memsets left out, grouped by module
     assert gpu.gpu_kernel_times(str(tmp_path)) == {"m1": [2.0, 3.0], "m2": [5.0]}
+    # with their names (benchmarks/gpu_measure.py: which library kernels a call runs)
+    assert gpu.gpu_kernel_events(str(tmp_path)) == {"m1": [("gemm_fusion", 2.0), ("loop_add_fusion", 3.0)],
+                                                    "m2": [("input_reduce_fusion", 5.0)]}
     empty = tmp_path / "none"
     empty.mkdir()
     assert gpu.gpu_kernel_times(str(empty)) is None

@@ -265,6 +265,13 @@ def compile_text(backend, text: str, device):
 
 def gpu_kernel_times(trace_dir: str) -> dict[str, list[float]] | None:
     """{hlo_module: [duration us of each GPU kernel, in order]}; None without a GPU line."""
+    events = gpu_kernel_events(trace_dir)
+    return None if events is None else {mod: [d for _name, d in ks] for mod, ks in events.items()}
+
+
+def gpu_kernel_events(trace_dir: str) -> dict[str, list[tuple[str, float]]] | None:
+    """{hlo_module: [(kernel name, duration us) of each GPU kernel, in order]}, memsets and
+    copies left out; None without a GPU line."""
     found = glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True)
     if not found:
         return None
@@ -280,7 +287,7 @@ def gpu_kernel_times(trace_dir: str) -> dict[str, list[float]] | None:
         if str(e.get("name", "")).lower().startswith(("memset", "memcpy")):
             continue
         mod = str(e.get("args", {}).get("hlo_module", ""))
-        out.setdefault(mod, []).append(float(e.get("dur", 0.0)))
+        out.setdefault(mod, []).append((str(e.get("name", "")), float(e.get("dur", 0.0))))
     return out
 
 
