@@ -43,6 +43,54 @@ def test_split_k_fills_the_gpu_for_weight_gradients(a100):
     assert split > 1 and eff_split > 3 * eff_plain
 
 
+def test_split_k_takes_the_splits_that_fit_in_one_wave():
+    """A 3x3x128x128 weight gradient on an H100 (132 SMs): M x N = 1152 x 128 is 9 tiles
+    of 128 x 128; 14 splits of K make 126 work units, one wave (15 would make 135, a
+    second wave for 3 of them: half the rate)."""
+    h100 = make_backend("calibrated", load_hardware("h100-sxm"), {})
+    m, n, k = 3 * 3 * 128, 128, 256 * 28 * 28
+    tiles = (m // 128) * (n // 128)
+    eff, split, narrow, _chan = h100.plan(m, n, k, conv=True)
+    assert split == 132 // tiles == 14
+    assert eff == pytest.approx(tiles * split / 132)  # whole tiles: the idle SMs are the loss
+    assert narrow == 1.0  # a 128-wide tile
+
+    # a short K is not split: the f32 partial sums would cost more than the idle SMs
+    # (2048 x 576 x 1152, a LLaMA-3-100m-sized projection: 2.7 GFLOP, 4 us, against 9 MB of
+    # partial sums per split)
+    assert h100.plan(2048, 576, 1152)[1] == 1
+
+
+def test_narrow_tiles_run_at_their_measured_rate():
+    """At 64 channels cuDNN runs 64-wide tiles (256x64x32 in our H100 and H200 profiles),
+    at gemm_narrow_tile_efficiency of the wide tiles' rate: the 64-channel 3x3 ResNet
+    convolution, with the FLOPs of the 128-channel one, is that much slower."""
+    spec = load_hardware("h100-sxm")
+    h100 = make_backend("calibrated", spec, {})
+    narrow = spec.calibration["gemm_narrow_tile_efficiency"]
+    assert 0 < narrow < 1
+    # implicit GEMM: M = images x output pixels, N = output features, K = taps x channels
+    eff64, _s, rate64, chan64 = h100.plan(256 * 56 * 56, 64, 9 * 64, channels_per_tap=64, conv=True)
+    eff128, _s, rate128, chan128 = h100.plan(256 * 28 * 28, 128, 9 * 128, channels_per_tap=128, conv=True)
+    assert rate64 == narrow and rate128 == 1.0
+    assert chan64 == chan128 == 1.0  # whole K tiles (32 or 64 deep) at 64 and 128 channels
+    assert eff64 * rate64 / (eff128 * rate128) == pytest.approx(narrow, rel=0.01)
+    # the wide tile is still taken where it wins: N = 128 on a 128 x 128 tile
+    assert h100.plan(256 * 28 * 28, 128, 9 * 128, conv=True)[2] == 1.0
+    # measured on cuDNN's convolutions: a dot (cuBLAS, Triton) with N = 64 is timed as before
+    assert h100.plan(256 * 56 * 56, 64, 9 * 64)[2] == 1.0
+
+
+def test_specs_without_a_narrow_tile_rate_time_all_tiles_alike():
+    """No measurement of narrow tiles on the A100 (nor B200, MI300X): every tile runs at
+    the calibrated rate, and the channels of a tap pad to gemm_tile_k."""
+    a100 = make_backend("calibrated", load_hardware("a100-40gb"), {})
+    assert "gemm_narrow_tile_efficiency" not in a100.hardware.calibration
+    _eff, _s, rate, chan = a100.plan(256 * 56 * 56, 64, 9 * 64, channels_per_tap=3, conv=True)
+    assert rate == 1.0
+    assert chan == 3 / a100.hardware.calibration["gemm_tile_k"]
+
+
 GEMM = """
 func.func @main(%a: tensor<{m}x{k}xbf16>, %b: tensor<{k}x{n}xbf16>) -> tensor<{m}x{n}xbf16> {{
   %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<{m}x{k}xbf16>, tensor<{k}x{n}xbf16>) -> tensor<{m}x{n}xbf16>
@@ -128,19 +176,24 @@ def _conv_kernel(text: str, hw: str = "h100-sxm"):
 
 
 def test_image_stem_convolution_pays_for_channel_padding():
-    """An image stem (C = 3) fills 3 of the 64 channels of each K tile; its time is the
-    matrix work at 3/64 of the calibrated rate (our H100 measurement of the ResNet stem
-    through XLA: 1.786 ms, and 1.953 ms predicted, benchmarks/gpu_eval.py). cuDNN first
-    copies the input padded to 8 channels (conv_channel_multiple) into a zeroed buffer:
-    a memset and a padding kernel, the input read once and 8/3 of it written twice."""
+    """An image stem (C = 3, 64 output features) runs on a narrow tile (64 wide, 32 deep
+    in K: cuDNN's 256x64_32 kernel in our H100 and H200 profiles) and fills 3 of the 32
+    channels of each K tile; its time is the matrix work at 3/32 of the narrow tile's rate
+    (our H100 measurement of the ResNet stem through XLA: 1.786 ms, and 1.545 ms
+    predicted, benchmarks/gpu_eval.py). cuDNN first copies the input padded to 8 channels
+    (conv_channel_multiple) into a zeroed buffer: a memset and a padding kernel, the input
+    read once and 8/3 of it written twice."""
     a, kc = _conv_kernel(CONV.format(c=3, g=1))
-    assert ir.FloatAttr(kc["channel_efficiency"]).value == pytest.approx(3 / 64)
-    assert ir.IntegerAttr(kc["padded_channels"]).value == 8
     spec = load_hardware("h100-sxm")
     cal = spec.calibration
+    assert cal["gemm_narrow_tile_k"] == 32
+    assert ir.FloatAttr(kc["channel_efficiency"]).value == pytest.approx(3 / 32)
+    assert ir.FloatAttr(kc["narrow_tile_efficiency"]).value == pytest.approx(cal["gemm_narrow_tile_efficiency"])
+    assert ir.IntegerAttr(kc["padded_channels"]).value == 8
     flops = ir.IntegerAttr(kc["flops"]).value
     tile_eff = ir.FloatAttr(kc["tile_efficiency"]).value
-    rate_per_ns = spec.peak_TFLOPS("matrix", "bf16") * 1e3 * cal["matrix_efficiency"] * tile_eff * (3 / 64)
+    narrow = cal["gemm_narrow_tile_efficiency"]
+    rate_per_ns = spec.peak_TFLOPS("matrix", "bf16") * 1e3 * cal["matrix_efficiency"] * tile_eff * narrow * (3 / 32)
     compute_ns = flops / rate_per_ns
     x_bytes = 8 * 224 * 224 * 3 * 2  # bf16 input
     nbytes = ir.IntegerAttr(kc["bytes_read"]).value + ir.IntegerAttr(kc["bytes_written"]).value
@@ -182,10 +235,13 @@ def test_filter_gradient_of_few_channels_computes_the_padded_filter():
     # 2 x M x N x K (one FMA = 2 flops), less the taps that land in the padding
     assert 0.95 * 2 * (7 * 7 * 3) * 64 * (8 * 112 * 112) < flops <= 2 * (7 * 7 * 3) * 64 * (8 * 112 * 112)
     m, n, k = 7 * 7 * 8, 64, 8 * 112 * 112  # M of the padded channels
-    tile_eff, split = backend.gemm_plan(m, n, k)
+    tile_eff, split, narrow, chan = backend.plan(m, n, k, conv=True)
+    assert chan == 1.0
     assert ir.FloatAttr(kc["tile_efficiency"]).value == pytest.approx(round(tile_eff, 6))
     assert ir.IntegerAttr(kc["split_k"]).value == split
-    compute_ns = flops * 8 / 3 / (spec.peak_TFLOPS("matrix", "bf16") * 1e3 * cal["matrix_efficiency"] * tile_eff)
+    if narrow < 1.0:  # N = 64 output features: a 64-wide tile
+        assert ir.FloatAttr(kc["narrow_tile_efficiency"]).value == pytest.approx(narrow)
+    compute_ns = flops * 8 / 3 / (spec.peak_TFLOPS("matrix", "bf16") * 1e3 * cal["matrix_efficiency"] * tile_eff * narrow)
     x_bytes = 8 * 224 * 224 * 3 * 2
     bandwidth = spec.memory_bandwidth_GBps * cal["memory_efficiency"]
     nbytes = ir.IntegerAttr(kc["bytes_read"]).value + ir.IntegerAttr(kc["bytes_written"]).value

@@ -193,3 +193,13 @@ def test_existing_non_json_file_says_why_it_is_refused(tmp_path, monkeypatch):
     assert load_hardware("spec.txt").name == "from-txt"
     with pytest.raises(SpecError, match="unknown hardware 'missing.txt'"):
         load_hardware("missing.txt")
+
+
+@pytest.mark.parametrize(
+    "key", ["matrix_efficiency", "memory_efficiency", "compute_memory_overlap", "gemm_narrow_tile_efficiency"]
+)
+def test_calibration_fractions_above_one_are_rejected(key):
+    d = _h100()
+    d["calibration"][key] = {"value": 1.5, "source": "a typo"}
+    with pytest.raises(SpecError, match=rf"my.json: 'calibration.{key}' is a fraction \(<= 1\), got 1.5"):
+        parse_hardware(d, "my.json")

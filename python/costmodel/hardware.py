@@ -55,6 +55,8 @@ CALIBRATION_KEYS = {
     "gemm_tile_min": "smallest tile side the GEMM library picks for small matrices",
     "gemm_tile_k": "K depth of a GEMM tile (elements); an implicit-GEMM convolution pads the channels of each filter tap to it",
     "conv_channel_multiple": "16-bit convolutions (forward, filter gradient) run with their input channels padded to a multiple of this, the library copying the activations once",
+    "gemm_narrow_tile_efficiency": "rate of a GEMM tile with a side of gemm_tile_min elements, as a fraction of the wider tiles' (measured; at most 1)",
+    "gemm_narrow_tile_k": "K depth of those narrow tiles (elements); a convolution run on one pads each filter tap's channels to it",
 }
 _OPTIONAL_KEYS = {"calibration"}
 
@@ -282,7 +284,7 @@ def _calibration(where: str, raw, sources: dict[str, str]) -> dict[str, float]:
                 f"{where}: unknown key 'calibration.{key}' (known: {', '.join(sorted(CALIBRATION_KEYS))})"
             )
         out[key] = _number(where, f"calibration.{key}", value, sources)
-    for key in ("matrix_efficiency", "memory_efficiency", "compute_memory_overlap"):
+    for key in ("matrix_efficiency", "memory_efficiency", "compute_memory_overlap", "gemm_narrow_tile_efficiency"):
         if key in out and out[key] > 1:
             raise SpecError(f"{where}: 'calibration.{key}' is a fraction (<= 1), got {out[key]}")
     return out

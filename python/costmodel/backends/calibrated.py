@@ -94,6 +94,10 @@ class CalibratedBackend:
         self.tile_min = int(cal.get("gemm_tile_min", min(self.tile_m, self.tile_n)))
         self.tile_k = int(cal["gemm_tile_k"]) if "gemm_tile_k" in cal else None
         self.channel_multiple = int(cal["conv_channel_multiple"]) if "conv_channel_multiple" in cal else None
+        # narrow tiles (a side of gemm_tile_min): their own rate and K depth, where measured
+        self.narrow_efficiency = cal.get("gemm_narrow_tile_efficiency")
+        self.narrow_tile_k = int(cal["gemm_narrow_tile_k"]) if "gemm_narrow_tile_k" in cal else None
+        self._plans: dict = {}
         self._tile_shapes = self._tiles()
         self._bytes_per_ns = hardware.memory_bandwidth_GBps * self.memory_efficiency
         self._peak: dict = {}
@@ -120,40 +124,79 @@ class CalibratedBackend:
                 a //= 2
         return sorted(out, reverse=True)
 
-    def gemm_plan(self, m: int, n: int, k: int = 1, batch: int = 1) -> tuple[float, int]:
-        """(tile efficiency, split-K factor) of the best plan the library can pick.
+    def narrow(self, tm: int, tn: int) -> bool:
+        """A tile with a side of gemm_tile_min elements, on a spec that times such tiles
+        apart (gemm_narrow_tile_efficiency)."""
+        return self.narrow_efficiency is not None and min(tm, tn) <= self.tile_min < max(self.tile_m, self.tile_n)
 
-        Efficiency is the useful fraction of the tile slots of the GEMM's waves (1.0 = no
-        quantization loss). When the output has fewer tiles than compute units, libraries
-        split K over several tiles (CUTLASS split-K / stream-K; cuDNN weight gradients) as
-        long as each split keeps a whole K tile (SPLIT_K_TILE): s splits give
-        tiles x s work units of K / s each."""
+    def plan(
+        self, m: int, n: int, k: int = 1, batch: int = 1, channels_per_tap=None, conv: bool = False, dtype: str = "bf16"
+    ) -> tuple:
+        """The best plan the library can pick for an M x N x K GEMM (`batch` of them, of
+        `dtype`; with `conv`, an implicit-GEMM convolution, `channels_per_tap` input
+        channels per filter tap): (tile efficiency, split-K factor, narrow-tile efficiency,
+        channel efficiency). The plan is the fastest: its 2 x M x N x K flops at the
+        calibrated matrix rate times those three efficiencies, plus, when K is split, the
+        f32 partial sums written and read back once at the calibrated bandwidth (so a
+        short K is not split).
+
+        Tile efficiency is the useful fraction of the tile slots of the GEMM's waves (1.0 =
+        no quantization loss). When the output has fewer tiles than compute units,
+        libraries split K over several tiles (CUTLASS split-K / stream-K; cuDNN weight
+        gradients) as long as each split keeps a whole K tile (SPLIT_K_TILE): s splits
+        give tiles x s work units of K / s each; s is the most that fit in one wave, or
+        one more (a second, partly empty wave). A convolution's narrow tile (a side of
+        gemm_tile_min) runs at gemm_narrow_tile_efficiency of the rate and walks K
+        gemm_narrow_tile_k deep, where the spec has them (channel_efficiency): measured on
+        cuDNN's convolution kernels; cuBLAS and Triton GEMMs pick from finer tile shapes
+        (80x128, 144x128, 192x96 in our LLaMA profile), and are timed as before."""
         m, n, k, batch = max(1, m), max(1, n), max(1, k), max(1, batch)
-        best, best_s = 0.0, 1
+        key = (m, n, k, batch, channels_per_tap, conv, dtype)
+        hit = self._plans.get(key)
+        if hit is not None:
+            return hit
+        flops = 2.0 * m * n * k * batch
+        flops_per_ns = self._flops_per_ns(MATRIX, dtype) * self.matrix_efficiency
+        best, best_plan = math.inf, (0.0, 1, 1.0, 1.0)
         max_split = max(1, k // SPLIT_K_TILE)
         for tm, tn in self._tile_shapes:
             tiles = math.ceil(m / tm) * math.ceil(n / tn) * batch
-            splits = 1
+            cands = {1}
             if tiles < self.units and max_split > 1:
-                splits = min(max_split, math.ceil(self.units / tiles))
-            for s_ in {1, splits}:
+                cands.add(min(max_split, self.units // tiles))
+                cands.add(min(max_split, math.ceil(self.units / tiles)))
+            narrow = conv and self.narrow(tm, tn)
+            rate = self.narrow_efficiency if narrow else 1.0
+            tile_k = self.narrow_tile_k if narrow and self.narrow_tile_k else self.tile_k
+            chan = self.channel_efficiency(channels_per_tap, tile_k)
+            for s_ in sorted(cands):
                 waves = math.ceil(tiles * s_ / self.units)
-                eff = (m * n * batch * s_) / (waves * self.units * tm * tn)
-                if eff > best + 1e-12:
-                    best, best_s = min(1.0, eff), s_
-        return best, best_s
+                eff = min(1.0, (m * n * batch * s_) / (waves * self.units * tm * tn))
+                t = flops / (flops_per_ns * eff * rate * chan)
+                if s_ > 1:
+                    t += 2 * 4 * m * n * batch * s_ / self._bytes_per_ns
+                if t < best * (1 - 1e-12):
+                    best, best_plan = t, (eff, s_, rate, chan)
+        self._plans[key] = best_plan
+        return best_plan
+
+    def gemm_plan(self, m: int, n: int, k: int = 1, batch: int = 1) -> tuple[float, int]:
+        """(tile efficiency, split-K factor) of the best plan for a GEMM (`plan`)."""
+        eff, split, _rate, _chan = self.plan(m, n, k, batch)
+        return eff, split
 
     def tile_efficiency(self, m: int, n: int, batch: int = 1, k: int = 1) -> float:
         return self.gemm_plan(m, n, k, batch)[0]
 
-    def channel_efficiency(self, channels_per_tap) -> float:
+    def channel_efficiency(self, channels_per_tap, tile_k: int | None = None) -> float:
         """Useful fraction of an implicit-GEMM convolution's K steps: each filter tap's
-        channels padded to whole gemm_tile_k slices. 1.0 for dots, grouped convolutions
-        and specs without gemm_tile_k."""
-        if not channels_per_tap or self.tile_k is None:
+        channels padded to whole K tiles (gemm_tile_k, or `tile_k`). 1.0 for dots,
+        grouped convolutions and specs without gemm_tile_k."""
+        tile_k = tile_k or self.tile_k
+        if not channels_per_tap or tile_k is None:
             return 1.0
         c = int(channels_per_tap)
-        return c / (math.ceil(c / self.tile_k) * self.tile_k)
+        return c / (math.ceil(c / tile_k) * tile_k)
 
     def channel_padding(self, gemm) -> int | None:
         """The input channels a 16-bit forward convolution or filter gradient runs with
@@ -169,6 +212,7 @@ class CalibratedBackend:
         compute_ns = 0.0
         tile_eff = None
         chan_eff = 1.0
+        narrow_eff = 1.0
         split = 1
         m = gemm.m if gemm is not None else 0
         padded = self.channel_padding(gemm)
@@ -188,9 +232,10 @@ class CalibratedBackend:
             rate = self._flops_per_ns(unit, dtype)
             if unit == MATRIX:
                 if gemm is not None:
-                    tile_eff, split = self.gemm_plan(m, gemm.n, gemm.k, gemm.batch)
-                    chan_eff = self.channel_efficiency(gemm.channels_per_tap)
-                rate *= self.matrix_efficiency * (tile_eff if tile_eff is not None else 1.0) * chan_eff
+                    tile_eff, split, narrow_eff, chan_eff = self.plan(
+                        m, gemm.n, gemm.k, gemm.batch, gemm.channels_per_tap, conv=bool(gemm.conv_kind), dtype=dtype
+                    )
+                rate *= self.matrix_efficiency * (tile_eff if tile_eff is not None else 1.0) * narrow_eff * chan_eff
                 work = work * scale
             compute_ns += work / rate
         if split > 1:  # split-K partial sums (f32) written and read back once
@@ -206,6 +251,8 @@ class CalibratedBackend:
         if tile_eff is not None:
             detail["tile_efficiency"] = round(tile_eff, 6)
             detail["split_k"] = split
+        if narrow_eff < 1.0:
+            detail["narrow_tile_efficiency"] = round(narrow_eff, 6)
         if chan_eff < 1.0:
             detail["channel_efficiency"] = round(chan_eff, 6)
         if padded is not None:
