@@ -208,3 +208,22 @@ func.func @main(%x: tensor<8x56x56x64xbf16>, %w: tensor<3x3x64x64xbf16>) -> tens
     res = predict(str(p), systems=["h100-sxm-x4"], top=3)
     assert [k.get("conv") for k in res.top_kernels] == ["forward"]
     assert "1: convolution [forward] -> tensor<8x56x56x64xbf16>" in render_table(res)
+
+
+def test_table_unit_follows_the_step(tmp_path, model):
+    """A step under a millisecond is shown in microseconds (not 0.02ms), with a note on
+    the trace's resolution; a ResNet-sized one stays in milliseconds."""
+    from costmodel.predict import render_table
+
+    res = predict(model, systems=["h100-sxm-x4"], backends=["calibrated"])
+    (row,) = res.rows
+    assert row.step_time_ms < 1.0
+    table = render_table(res)
+    assert f"{row.step_time_ms * 1e3:8.2f}us" in table
+    assert "ms " not in table.splitlines()[4]  # the row: every time in us
+    assert "note: times in us, simulated from the Chakra trace" in table
+    import dataclasses
+
+    slow = dataclasses.replace(res, rows=[dataclasses.replace(row, step_time_ms=12.5, compute_ms=12.5)])
+    table = render_table(slow)
+    assert "   12.50ms" in table and "note: times in" not in table

@@ -461,19 +461,28 @@ def render_table(res: PredictResult) -> str:
         head,
         "-" * len(head),
     ]
+    # one time unit for the whole table, the largest that keeps the longest step >= 1
+    # (a small program reads 17.93us, not 0.02ms)
+    longest = max((max(r.step_time_ms, r.compute_ms, r.comm_ms) for r in res.rows), default=0.0)
+    unit, scale = next(((u, k) for u, k in (("ms", 1.0), ("us", 1e3)) if longest * k >= 1.0), ("ns", 1e6))
     for r in res.rows:
         if r.peak_memory_GiB is None:
             mem = "n/a"
         else:
             mem = f"{r.peak_memory_GiB:5.1f}/{r.hbm_GiB:g}G" + ("" if r.fits else " !")
         lines.append(
-            f"{r.system[:24]:<24} {r.backend:<10} {r.step_time_ms:>8.2f}ms {r.compute_ms:>8.2f}ms "
-            f"{r.comm_ms:>7.2f}ms {r.exposed_comm_ms:>7.2f}ms {r.kernel_count:>7} {100 * r.mfu:>4.0f}% "
+            f"{r.system[:24]:<24} {r.backend:<10} {r.step_time_ms * scale:>8.2f}{unit} {r.compute_ms * scale:>8.2f}{unit} "
+            f"{r.comm_ms * scale:>7.2f}{unit} {r.exposed_comm_ms * scale:>7.2f}{unit} {r.kernel_count:>7} {100 * r.mfu:>4.0f}% "
             f"{100 * r.memory_bound_share:>5.0f}% {mem:>12} " + (f"{r.speedup:>6.2f}x" if r.speedup is not None else f"{'n/a':>7}")
         )
     for r in res.rows:
         for note in r.notes:
             lines.append(f"note: {r.system} / {r.backend}: {note}")
+    if unit != "ms" and res.rows:
+        lines.append(
+            "note: times in " + unit + ", simulated from the Chakra trace, whose kernels last whole microseconds "
+            "(duration_micros); `costmodel kernels FILE` lists the kernels' own times"
+        )
     if res.top_kernels:
         lines += ["", f"top kernels on {res.top_kernels_of}:"]
         rows = [
