@@ -188,6 +188,7 @@ def test_a_program_that_runs_nothing_has_no_speedup(capsys, tmp_path):
     rows = [line for line in out.splitlines() if line.startswith(("a100-40gb-x4 ", "h100-sxm-x4 "))]
     assert len(rows) == 2 and all(line.split()[-1] == "n/a" for line in rows)
     assert "note: h100-sxm-x4 / roofline: the program runs no kernel and no collective here" in out
+    assert "0.00ms" in out and "note: times in" not in out  # nothing to scale
     rc, out, _ = run_cli(capsys, "predict", src, "--system", "a100-40gb-x4", "--json")
     doc = json.loads(out, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
     assert [r["speedup"] for r in doc["rows"]] == [None]

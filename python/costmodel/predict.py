@@ -464,7 +464,9 @@ def render_table(res: PredictResult) -> str:
     # one time unit for the whole table, the largest that keeps the longest step >= 1
     # (a small program reads 17.93us, not 0.02ms)
     longest = max((max(r.step_time_ms, r.compute_ms, r.comm_ms) for r in res.rows), default=0.0)
-    unit, scale = next(((u, k) for u, k in (("ms", 1.0), ("us", 1e3)) if longest * k >= 1.0), ("ns", 1e6))
+    unit, scale = ("ms", 1.0)  # also for a program that runs nothing (0 ms)
+    if longest > 0:
+        unit, scale = next(((u, k) for u, k in (("ms", 1.0), ("us", 1e3)) if longest * k >= 1.0), ("ns", 1e6))
     for r in res.rows:
         if r.peak_memory_GiB is None:
             mem = "n/a"
