@@ -202,19 +202,47 @@ def peer_predictions(hardware: str) -> dict:
 # ---------------------------------------------------------------------------
 
 
-def measured_steps(runs: dict) -> dict:
-    """{(model, mode): {"ms": back-to-back mean (or median of single steps), "repeat_ms": ...}}"""
+def trace_span_us(trace_gz: bytes) -> float:
+    """First GPU event's start to the last one's end (us) of a Perfetto trace."""
+    data = json.load(gzip.open(io.BytesIO(trace_gz)))
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    gpu = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
+           and "gpu" in e["args"]["name"].lower()}
+    spans = [(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in events if e.get("ph") == "X" and e["pid"] in gpu]
+    return max(b for _a, b in spans) - min(a for a, _b in spans) if spans else 0.0
+
+
+def measured_steps(runs: dict, data_dir: str | None = None) -> dict:
+    """{(model, mode): {"ms": step time, "runs": {run: ms}, "how": {run: how}}}: the mean of
+    steps run back to back (wall time); where a run has none (the LLaMA steps of the
+    2026-11-27 runs), the device time per step of its profile, whose steps also run back
+    to back (first kernel to last, over the steps; within 0.7% of the back-to-back wall
+    time on every ResNet step of our H100 and H200 runs), else the median of steps timed
+    alone (host dispatch included: 9-15% more)."""
     out: dict = {}
     for run_name, res in runs.items():
+        traces = None
         for key, rec in res.get("steps", {}).items():
             if "step_s" not in rec:
                 continue
             mode = rec["options"].get("mode", "train")
             model = rec["options"]["model"]
             s = rec["step_s"]
-            ms = 1e3 * s.get("back_to_back_mean", s["each_median"])
-            entry = out.setdefault((model, mode), {"runs": {}})
+            if "back_to_back_mean" in s:
+                ms, how = 1e3 * s["back_to_back_mean"], "back to back"
+            else:
+                ms, how = 1e3 * s["each_median"], "each alone"
+                if data_dir is not None:
+                    if traces is None:
+                        traces = tar_members(os.path.join(data_dir, run_name, "traces.tar"))
+                    for fname, blob in traces.items():
+                        m = re.match(rf"{re.escape(model)}_{mode}_1_device_(\d+)_steps", fname)
+                        if m:
+                            ms, how = trace_span_us(blob) / int(m.group(1)) / 1e3, "profile"
+                            break
+            entry = out.setdefault((model, mode), {"runs": {}, "how": {}})
             entry["runs"][run_name] = ms
+            entry["how"][run_name] = how
     for entry in out.values():
         vals = list(entry["runs"].values())
         entry["ms"] = vals[0]
@@ -226,7 +254,7 @@ def section_steps(args, runs, doc) -> None:
     from costmodel.systems import load_system
 
     hardware = load_system(args.system).hardware
-    steps = measured_steps(runs)
+    steps = measured_steps(runs, args.data)
     peer = peer_predictions(hardware)
     print(f"== 1. Per-device step time on one {hardware}: measured vs predicted (compute; no collective) ==")
     print(f"{'model':<12} {'mode':<9} {'measured':>9} {'hespas':>14} " + " ".join(f"{b:>17}" for b in args.backend))
@@ -263,7 +291,15 @@ def section_steps(args, runs, doc) -> None:
             rec.setdefault("tool_seconds", {})[b] = time.perf_counter() - t0
             cells.append(f"{p.compute_ms:>9.1f}ms {100 * e:>+5.0f}%")
         doc["steps"].append(rec)
-        print(f"{model:<12} {mode:<9} {meas:>7.2f}ms " + " ".join(cells))
+        how = next(iter(steps[(model, mode)]["how"].values()))
+        rec["measured_how"] = how
+        mark = {"back to back": " ", "profile": "*", "each alone": "+"}[how]
+        print(f"{model:<12} {mode:<9} {meas:>7.2f}ms{mark}" + " ".join(cells))
+    hows = {r["measured_how"] for r in doc["steps"]}
+    if "profile" in hows:
+        print("* measured: the device time per step of the run's profile (no back-to-back timing in that run)")
+    if "each alone" in hows:
+        print("+ measured: the median of steps timed alone, host dispatch included (no back-to-back timing, no profile)")
     print()
     for b in ["hespas", *args.backend]:
         if errs[b]:
@@ -300,7 +336,7 @@ def section_speedup(args, runs, doc) -> None:
     from costmodel.systems import load_system
 
     other_dir, _, other_system = args.compare.partition(":")
-    other = measured_steps(load_runs(other_dir))
+    other = measured_steps(load_runs(other_dir), other_dir)
     here_hw, there_hw = load_system(args.system).hardware, load_system(other_system).hardware
     print(f"== 1b. Speedup of {here_hw} over {there_hw}: measured vs predicted (per-device step) ==")
     peer_here, peer_there = peer_predictions(here_hw), peer_predictions(there_hw)
