@@ -110,13 +110,24 @@ def measured_conv_role(name: str) -> str:
     return "other"
 
 
-def trace_kernels(trace_gz: bytes) -> list[tuple[str, float]]:
-    """(kernel name, duration in us) of every GPU event of a Perfetto trace."""
+def gpu_events(trace_gz: bytes) -> list[dict]:
+    """The GPU events (kernels, memsets, copies) of a Perfetto trace."""
     data = json.load(gzip.open(io.BytesIO(trace_gz)))
     events = data["traceEvents"] if isinstance(data, dict) else data
     gpu = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
            and "gpu" in e["args"]["name"].lower()}
-    return [(e["name"], float(e.get("dur", 0))) for e in events if e.get("ph") == "X" and e["pid"] in gpu]
+    return [e for e in events if e.get("ph") == "X" and e["pid"] in gpu]
+
+
+def trace_kernels(trace_gz: bytes) -> list[tuple[str, float]]:
+    """(kernel name, duration in us) of every GPU event of a Perfetto trace."""
+    return [(e["name"], float(e.get("dur", 0))) for e in gpu_events(trace_gz)]
+
+
+def trace_span_us(trace_gz: bytes) -> float:
+    """First GPU event's start to the last one's end (us) of a Perfetto trace."""
+    spans = [(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in gpu_events(trace_gz)]
+    return max(b for _a, b in spans) - min(a for a, _b in spans) if spans else 0.0
 
 
 # ---------------------------------------------------------------------------
@@ -200,16 +211,6 @@ def peer_predictions(hardware: str) -> dict:
 # ---------------------------------------------------------------------------
 # sections
 # ---------------------------------------------------------------------------
-
-
-def trace_span_us(trace_gz: bytes) -> float:
-    """First GPU event's start to the last one's end (us) of a Perfetto trace."""
-    data = json.load(gzip.open(io.BytesIO(trace_gz)))
-    events = data["traceEvents"] if isinstance(data, dict) else data
-    gpu = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
-           and "gpu" in e["args"]["name"].lower()}
-    spans = [(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in events if e.get("ph") == "X" and e["pid"] in gpu]
-    return max(b for _a, b in spans) - min(a for a, _b in spans) if spans else 0.0
 
 
 def measured_steps(runs: dict, data_dir: str | None = None) -> dict:
