@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The measurements the calibrated backend's open questions need (docs/backends.md), for a
-# next session with a lent GPU (about 3 minutes of device time; the steps and kernels of
+# next session with a lent GPU (about 5 minutes of device time; the steps and kernels of
 # gpu_session.sh are already in benchmarks/data/gpu/<gpu>):
 #   - bandwidth_kinds: which streaming kernel reaches the bandwidth of the steps' large
 #     kernels (the H200's 3.24 TB/s calibration against 3.5 TB/s in its steps);
 #   - conv_tiles: the tile cuDNN picks per channel count of a 3x3 convolution and its
 #     time (the 64-channel ones at 485 TFLOP/s on the H200), and the stride-2 input
 #     gradient with and without a consumer that its slice fuses into;
-#   - conv: the ResNet convolutions again, now with their kernels' names.
+#   - conv: the ResNet convolutions again, now with their kernels' names;
+#   - the llama3-100m step timed back to back (the 2026-11-27 runs timed it only step by
+#     step; gpu_eval.py reads its device time from the profile instead, docs/backends.md):
+#     checks that reading.
 #
 #   OUT=/tmp/out benchmarks/scripts/gpu_followup.sh h200
 set -u
@@ -19,3 +22,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm 
 OUT="$O/micro" timeout 240 python3 benchmarks/gpu_measure.py --models "" --llama "" \
     --micro bandwidth_kinds,conv_tiles,conv > "$O/micro/log.txt" 2>&1
 echo "micro ($GPU): exit $?"; grep -v '^[IWE][0-9]' "$O/micro/log.txt" | tail -30
+mkdir -p "$O/llama"
+OUT="$O/llama" timeout 150 python3 benchmarks/gpu_measure.py --models "" --llama llama3-100m --no-micro \
+    > "$O/llama/log.txt" 2>&1
+echo "llama ($GPU): exit $?"; grep -v '^[IWE][0-9]' "$O/llama/log.txt" | tail -5
