@@ -32,7 +32,11 @@ the whole call / kernels, median over repeats):
   reach (on the H200 the first gave 3.24 TB/s, XLA's 0.1-1 GB fusions 3.5 TB/s);
 - `matmul`: bf16 square products 1024..8192;
 - `reduce`: batch-norm statistics (sum and sum of squares over N, H, W in f32) of the
-  bf16 activations of ResNet-18/50 at batch 256, profiled kernel time per call;
+  bf16 activations of ResNet-18/50 at batch 256, profiled kernel time per call (and,
+  since 2026-11-27 evening, each kernel's name and time);
+- `pool` (not in the default set; `--micro pool`): the ResNet stem's max pool, forward
+  and gradient, and a bf16 scatter-add of its size with overlapping and with unique
+  indices: each kernel's name and time (XLA's scatter kernel rate);
 - `conv`: the convolutions of ResNet-18/50 at batch 256 (bf16, NHWC/HWIO), forward,
   gradient wrt the input and wrt the filter, each on its own: GPU kernel time per call
   from a profile (`<what>_s`; the wall time per call, `<what>_wall_s`, has a floor of
@@ -393,9 +397,68 @@ def micro_reduce(smoke: bool) -> None:
         t = kernel_s or wall["median_s"]
         nbytes = x.size * 2
         rows.append({"shape": list(shape), "bytes_read": nbytes, "kernel_s": kernel_s, "wall_s": wall["median_s"],
-                     "kernels_per_call": kernels, "GBps": nbytes / t / 1e9})
+                     "kernels_per_call": kernels, "GBps": nbytes / t / 1e9,
+                     # the first reduction and its finalizing ones apart (docs/backends.md)
+                     "names": kernel_names_of_a_call(fn, (x,))})
         log(f"reduce {shape}: {nbytes / t / 1e9:.0f} GB/s ({kernels:.0f} kernels)")
     RESULTS["micro"]["reduce"] = rows
+
+
+# the ResNet stem's max pool (3x3, stride 2, SAME) at batch 256, bf16 NHWC
+POOL_SHAPE = (256, 112, 112, 64)
+
+
+@guarded("micro.pool")
+def micro_pool(smoke: bool) -> None:
+    """The max pool of the ResNet stem, forward and gradient (select_and_scatter, which
+    XLA GPU rewrites into a reduce_window with indices and a scatter), each kernel's name
+    and time; then a plain scatter-add of bf16 updates into an array of the pool input's
+    size, with the indices of the pool's windows (overlapping: XLA cannot prove them
+    unique) and with unique ones: the rate of XLA's scatter kernel, which runs at about
+    1.2 TB/s of its HLO bytes in the H100 steps where a loop kernel streams 2.9 TB/s
+    (benchmarks/gap_eval.py)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    shape = (2, 16, 16, 8) if smoke else POOL_SHAPE
+    key = jax.random.PRNGKey(9)
+    x = jax.random.normal(key, shape, jnp.bfloat16)
+
+    def pool(x):
+        return lax.reduce_window(x, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+
+    y = jax.eval_shape(pool, x)
+    g = jax.random.normal(jax.random.fold_in(key, 1), y.shape, jnp.bfloat16)
+    out = {"shape": list(shape), "bytes_in": x.size * 2, "bytes_out": g.size * 2}
+    fns = (("fwd", jax.jit(pool), (x,)),
+           ("bwd", jax.jit(lambda x, g: jax.vjp(pool, x)[1](g)[0]), (x, g)))
+    # scatter-add of the pooled gradient into the input's shape: the window's top-left
+    # element (unique per output element) and a 3x3-overlapping index set
+    n, h, w, c = shape
+    oh, ow = y.shape[1], y.shape[2]
+    bi, hi, wi, ci = jnp.meshgrid(jnp.arange(n), jnp.arange(oh), jnp.arange(ow), jnp.arange(c), indexing="ij")
+    unique = jnp.stack([bi, 2 * hi, 2 * wi, ci], -1).reshape(-1, 4).astype(jnp.int32)
+    overlapping = jnp.stack([bi, jnp.minimum(2 * hi + 1, h - 1), jnp.minimum(2 * wi + 1, w - 1), ci], -1)
+    overlapping = overlapping.reshape(-1, 4).astype(jnp.int32)
+    dnums = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0, 1, 2, 3),
+                                        scatter_dims_to_operand_dims=(0, 1, 2, 3))
+    zeros = jnp.zeros(shape, jnp.bfloat16)
+    upd = g.reshape(-1)
+
+    def scatter(unique_indices):
+        return jax.jit(lambda z, i, u: lax.scatter_add(z, i, u, dnums, unique_indices=unique_indices))
+
+    fns += (("scatter_add", scatter(False), (zeros, overlapping, upd)),
+            ("scatter_add_unique", scatter(True), (zeros, unique, upd)))
+    for what, fn, args in fns:
+        jax.block_until_ready(fn(*args))
+        kernel_s, kernels = kernel_time_per_call(fn, args, calls=3 if smoke else 10)
+        out[f"{what}_s"], out[f"{what}_kernels"] = kernel_s, kernels
+        out[f"{what}_names"] = kernel_names_of_a_call(fn, args)
+        log(f"pool {what}: {kernel_s * 1e6:.1f} us in {kernels:.0f} kernels")
+    out["index_bytes"] = unique.size * 4
+    RESULTS["micro"]["pool"] = out
 
 
 # (name, H, W, C_in, C_out, kernel, stride): the convolutions of ResNet-18 and -50 at 224x224
@@ -681,7 +744,7 @@ def main(argv=None) -> int:
         chosen = set(args.micro.split(","))
         for name, fn in (("launch", micro_launch), ("bandwidth", micro_bandwidth), ("bandwidth_kinds", micro_bandwidth_kinds),
                          ("matmul", micro_matmul), ("conv", micro_conv), ("conv_tiles", micro_conv_tiles),
-                         ("reduce", micro_reduce)):
+                         ("reduce", micro_reduce), ("pool", micro_pool)):
             if name in chosen:
                 fn(args.smoke)
     for name in models[1:]:

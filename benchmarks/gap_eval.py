@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Where the calibrated backend's error on a measured step comes from: kernel formation
+or rates (a benchmark run by hand; it needs no GPU: it reads the measured files that
+benchmarks/gpu_measure.py wrote).
+
+    python benchmarks/gap_eval.py [--data benchmarks/data/gpu/h100-sxm] [--models resnet18,resnet50]
+
+For each measured training step it lines the profile up with XLA's optimized HLO of the
+same step (both in the data folder): XLA launches the top-level instructions of its
+scheduled ENTRY computation in order, one kernel per fusion or copy and, per cuDNN
+custom-call, the kernels the profile names with that custom-call (memsets included), so
+walking both in order gives each HLO instruction its measured time (a kernel whose name
+does not match its instruction's kind is counted as a mismatch; a clean alignment has
+none). Then, for the kernels outside the convolutions:
+
+  measured           what the GPU took (per step);
+  XLA @ calibrated   XLA's own kernels (its fusions, bytes = operands + results) costed
+                     by the calibrated backend as memory-bound kernels of those bytes;
+  ours               the calibrated backend on our own kernel formation of the export.
+
+ours - (XLA @ calibrated) is the error of our kernel formation (what we fuse and
+materialise differently), (XLA @ calibrated) - measured the error of the rates (what a
+kernel of those bytes takes on the GPU), by kind of kernel. The convolutions (cuDNN
+custom-calls with their memsets and helper kernels) are compared as a whole.
+
+Nothing here feeds a parameter; the measured steps are for validation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import gzip
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from gpu_eval import (  # noqa: E402
+    RESNETS,
+    gpu_events,
+    predicted_kernels,
+    tar_members,
+    workload,
+)
+
+KINDS = ("loop", "reduce", "transpose", "scatter", "copy", "memset")
+
+
+def align(hlo_text: str, events: list, steps: int):
+    """({HLO instruction name: measured us per step}, kernels, mismatches, memset us per
+    step outside custom-calls): the profile's GPU events (in time order) walked against
+    the ENTRY schedule of XLA's optimized HLO, `steps` times."""
+    from costmodel.kernels.xla_hlo import read_hlo_kernels
+
+    kernels = read_hlo_kernels(hlo_text).kernels
+    per: dict = collections.defaultdict(float)
+    i, n, bad, memset = 0, len(events), 0, 0.0
+    for _ in range(steps):
+        for k in kernels:
+            if k.opcode == "custom-call":
+                while i < n and events[i]["args"].get("hlo_op") != k.name:
+                    bad += 1
+                    i += 1
+                while i < n and events[i]["args"].get("hlo_op") == k.name:
+                    per[k.name] += float(events[i].get("dur", 0))
+                    i += 1
+                continue
+            while i < n and events[i]["name"].startswith("Memset"):
+                memset += float(events[i].get("dur", 0))
+                i += 1
+            if i >= n:
+                bad += 1
+                continue
+            name = events[i]["name"]
+            if k.opcode == "copy":
+                ok = name.startswith(("memcpy", "copy"))
+            else:
+                ok = re.sub(r"_\d+$", "", name) == re.sub(r"[._]\d+$", "", k.name).replace(".", "_")
+            bad += not ok
+            per[k.name] += float(events[i].get("dur", 0))
+            i += 1
+    bad += n - i  # events left over
+    return {k: v / steps for k, v in per.items()}, kernels, bad, memset / steps
+
+
+def xla_kind(k) -> str | None:
+    """The kind of an XLA kernel (None: a convolution or other library call)."""
+    if k.opcode == "copy":
+        return "copy"
+    if k.opcode != "fusion":
+        return None
+    if "scatter" in k.name:
+        return "scatter"
+    if "transpose" in k.name:
+        return "transpose"
+    if k.kind == "kInput" or (k.kind == "kCustom" and "reduce" in k.name):
+        return "reduce"
+    return "loop"
+
+
+def our_kind(row) -> str | None:
+    ops = [o.split(".")[-1] for o in row.ops]
+    if row.kind in ("conv", "gemm"):
+        return None
+    if "select_and_scatter" in ops or "scatter" in ops:
+        return "scatter"
+    if row.kind == "input":
+        return "reduce"
+    if ops and ops[-1] == "transpose":
+        return "transpose"
+    return "loop"
+
+
+def evaluate(data: str, hardware: str, model: str, workloads: str, backend) -> dict | None:
+    from costmodel.rules import OpCost
+
+    traces = tar_members(os.path.join(data, "train", "traces.tar"))
+    hlos = tar_members(os.path.join(data, "train", "hlo.tar"))
+    tname = next((t for t in traces if t.startswith(f"{model}_train_1_device_")), None)
+    hname = f"{model}_train_1_device.hlo.txt.gz"
+    if tname is None or hname not in hlos:
+        return None
+    steps = int(re.search(r"_(\d+)_steps", tname).group(1))
+    events = sorted(gpu_events(traces[tname]), key=lambda e: float(e["ts"]))
+    per, kernels, bad, memset = align(gzip.decompress(hlos[hname]).decode(), events, steps)
+    out = {"model": model, "mismatches": bad, "measured_us": {}, "xla_us": {}, "xla_GB": {}, "ours_us": {}, "ours_GB": {},
+           "measured_conv_us": 0.0, "ours_conv_us": 0.0, "xla_launches": {}, "ours_launches": {}}
+    zero = lambda: {k: 0.0 for k in KINDS}  # noqa: E731
+    for key in ("measured_us", "xla_us", "xla_GB", "ours_us", "ours_GB", "xla_launches", "ours_launches"):
+        out[key] = zero()
+    out["measured_us"]["memset"] = memset
+    for k in kernels:
+        kind = xla_kind(k)
+        if kind is None:
+            if k.opcode == "custom-call":
+                out["measured_conv_us"] += per.get(k.name, 0.0)
+            continue
+        out["measured_us"][kind] += per.get(k.name, 0.0)
+        t_ns, _bound = backend.estimate(OpCost(bytes_read=k.bytes_read, bytes_written=k.bytes_written))
+        out["xla_us"][kind] += t_ns / 1e3
+        out["xla_GB"][kind] += (k.bytes_read + k.bytes_written) / 1e9
+        out["xla_launches"][kind] += 1
+    for r in predicted_kernels(workload(workloads, model, "train"), hardware):
+        kind = our_kind(r)
+        if kind is None:
+            out["ours_conv_us"] += r.total_time_ns / 1e3 if r.kind == "conv" else 0.0
+            continue
+        out["ours_us"][kind] += r.total_time_ns / 1e3
+        out["ours_GB"][kind] += (r.bytes_read + r.bytes_written) * r.executions / 1e9
+        out["ours_launches"][kind] += r.launches * r.executions
+    return out
+
+
+def report(rec: dict) -> None:
+    m, x, o = rec["measured_us"], rec["xla_us"], rec["ours_us"]
+    print(f"{rec['model']} train: profile aligned with XLA's schedule, {rec['mismatches']} mismatches")
+    print(f"  {'kernels':10s} {'launches xla/ours':>17s} {'GB xla/ours':>14s} {'measured':>9s} {'XLA@cal':>9s} {'ours':>9s}"
+          f" {'rates':>8s} {'formation':>9s}")
+    tot = [0.0] * 5
+    for k in KINDS:
+        if not (m[k] or x[k] or o[k]):
+            continue
+        rate, form = x[k] - m[k], o[k] - x[k]
+        print(f"  {k:10s} {rec['xla_launches'][k]:8.0f} / {rec['ours_launches'][k]:<6.0f} "
+              f"{rec['xla_GB'][k]:6.2f} / {rec['ours_GB'][k]:<5.2f} {m[k] / 1e3:8.2f}ms {x[k] / 1e3:8.2f}ms {o[k] / 1e3:8.2f}ms"
+              f" {rate / 1e3:+7.2f}ms {form / 1e3:+8.2f}ms")
+        for j, v in enumerate((m[k], x[k], o[k], rate, form)):
+            tot[j] += v
+    print(f"  {'total':10s} {'':17s} {'':14s} {tot[0] / 1e3:8.2f}ms {tot[1] / 1e3:8.2f}ms {tot[2] / 1e3:8.2f}ms"
+          f" {tot[3] / 1e3:+7.2f}ms {tot[4] / 1e3:+8.2f}ms")
+    mc, oc = rec["measured_conv_us"], rec["ours_conv_us"]
+    print(f"  convolutions (cuDNN, helpers and memsets included): measured {mc / 1e3:.2f}ms, ours {oc / 1e3:.2f}ms"
+          f" ({(oc - mc) / 1e3:+.2f}ms)")
+    print(f"  step error from these parts: {(tot[2] - tot[0] + oc - mc) / 1e3:+.2f}ms"
+          f" = rates {tot[3] / 1e3:+.2f} + formation {tot[4] / 1e3:+.2f} + convolutions {(oc - mc) / 1e3:+.2f}")
+    print()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default=os.path.join(HERE, "data", "gpu", "h100-sxm"),
+                    help="a folder of gpu_measure.py results with train/hlo.tar and train/traces.tar")
+    ap.add_argument("--hardware", default=None, help="hardware spec (default: the data folder's name)")
+    ap.add_argument("--models", default=",".join(RESNETS))
+    ap.add_argument("--workloads", default=os.path.join(HERE, "data", "workloads"),
+                    help="where the 1-device exports are (exported on first use)")
+    args = ap.parse_args(argv)
+    from costmodel.backends import make_backend
+    from costmodel.hardware import load_hardware
+
+    hardware = args.hardware or os.path.basename(os.path.normpath(args.data))
+    backend = make_backend("calibrated", load_hardware(hardware), {})
+    print(f"calibrated backend, {hardware}; measured: {args.data}\n")
+    for model in filter(None, args.models.split(",")):
+        rec = evaluate(args.data, hardware, model, args.workloads, backend)
+        if rec is None:
+            print(f"{model}: no profile with XLA's HLO in {args.data}/train\n")
+            continue
+        report(rec)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
