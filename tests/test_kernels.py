@@ -577,6 +577,40 @@ def test_pad_of_a_select_and_scatter_operand_fuses_into_its_reduce_window(pad_re
     assert next(k for k in tpu if k["root"] == "stablehlo.select_and_scatter")["ops"] == 1
 
 
+# a relu (max with a zero broadcast) before max pooling's gradient, as in a ResNet stem
+RELU_MAX_POOL_BACKWARD = """
+func.func @main(%h: tensor<8x8x8x4xf32>, %dy: tensor<8x4x4x4xf32>) -> (tensor<8x8x8x4xf32>, tensor<8x8x8x4xf32>) {
+  %c0 = stablehlo.constant dense<ZERO> : tensor<f32>
+  %zeros = stablehlo.broadcast_in_dim %c0, dims = [] : (tensor<f32>) -> tensor<8x8x8x4xf32>
+  %x = stablehlo.maximum %h, %zeros : tensor<8x8x8x4xf32>
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %p = stablehlo.pad %x, %ninf, low = [0, 0, 0, 0], high = [0, 1, 1, 0], interior = [0, 0, 0, 0] : (tensor<8x8x8x4xf32>, tensor<f32>) -> tensor<8x9x9x4xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %r = "stablehlo.select_and_scatter"(%p, %dy, %z) <{window_dimensions = array<i64: 1, 3, 3, 1>, window_strides = array<i64: 1, 2, 2, 1>}> REGIONS : (tensor<8x9x9x4xf32>, tensor<8x4x4x4xf32>, tensor<f32>) -> tensor<8x9x9x4xf32>
+  %y = stablehlo.slice %r [0:8, 0:8, 0:8, 0:4] : (tensor<8x9x9x4xf32>) -> tensor<8x8x8x4xf32>
+  return %x, %y : tensor<8x8x8x4xf32>, tensor<8x8x8x4xf32>
+}
+""".replace("REGIONS", SAS_REGIONS)
+
+
+@pytest.mark.parametrize("zero", ["0.0", "1.0"])
+def test_select_and_scatter_init_shared_with_a_zero_broadcast_is_copied(zero):
+    """XLA GPU (jax 0.11.2, our H100 and H200 HLO of every ResNet step): the expansion's
+    zero-filled operand, of the pool input's shape once the pad is folded, is CSE'd with
+    the relu's zero broadcast; the in-place scatter then writes into a copy of that
+    buffer (`copy.180`, bf16[256,112,112,64]): the operand read and written once more.
+    A broadcast of another value is no such buffer."""
+    a = run_annotate(RELU_MAX_POOL_BACKWARD.replace("ZERO", zero), fusion="xla-gpu")
+    sas = next(k for k in kernels(a) if k["root"] == "stablehlo.select_and_scatter")
+    x, padded = 8 * 8 * 8 * 4 * F32, 8 * 9 * 9 * 4 * F32
+    n, rank = 8 * 4 * 4 * 4, 4
+    index = 4 * rank * n
+    copy = x if zero == "0.0" else 0  # read and written once more
+    assert sas["launches"] == 4
+    assert sas["bytes_read"] == x + index + (index + n * F32 + n * F32) + copy
+    assert sas["bytes_written"] == padded + (n * F32 + index) + index + n * F32 + copy
+
+
 def test_expensive_producer_is_not_fused_into_a_broadcast():
     text = """
 func.func @main(%v: tensor<256xf32>, %x: tensor<256x256xf32>) -> tensor<256x256xf32> {

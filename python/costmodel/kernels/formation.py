@@ -1571,14 +1571,30 @@ def _make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, 
     # one opaque op (sort, scatter, custom_call, a given fusion ...): the rule's XLA byte
     # accounting; otherwise the kernel's distinct external values
     single = len(idx) == 1 and not dups and nodes[idx[0]].cls == OPAQUE
+    sas = target = None  # the select_and_scatter that XLA GPU expands, the type it fills
     expanded = _select_and_scatter_expanded(nodes[idx[0]]) if single and policy == "xla-gpu" else None
+    if expanded is not None:
+        sas, target = idx[0], _operand_type(nodes[idx[0]], 0)
     if (expanded is None and policy == "xla-gpu" and len(idx) == 2 and not dups
             and _pad_of_select_and_scatter(nodes, operand_nodes, idx[1], idx[0])):
-        # its reduce_window reads the pad's operand, padding in registers
-        expanded = _select_and_scatter_expanded(nodes[idx[1]], type_info(_operand_type(nodes[idx[0]], 0)))
+        # its reduce_window reads the pad's operand, padding in registers (and the
+        # scatter writes the unpadded shape: XLA folds the pad away)
+        target = _operand_type(nodes[idx[0]], 0)
+        expanded = _select_and_scatter_expanded(nodes[idx[1]], type_info(target))
+        sas = idx[1]
     if expanded is not None:
         k.bytes_read, k.bytes_written, k.launches = expanded
         k.attrs["expanded"] = "select_and_scatter"
+        if _init_shared_with_a_broadcast(nodes, operand_nodes, users, sas, target):
+            # XLA's CSE makes the expansion's zero-filled operand one buffer with an
+            # equal broadcast other ops read (a relu's zero); the in-place scatter then
+            # writes into a copy of it (copy insertion), the zeros written by a kernel
+            # that reads them anyway: the init kernel becomes a copy, reading and
+            # writing the operand once more
+            nbytes = type_info(target).nbytes
+            k.bytes_read += nbytes
+            k.bytes_written += nbytes
+            k.attrs["expanded"] = "select_and_scatter, init copied"
     elif single:
         c = nodes[idx[0]].cost
         k.bytes_read, k.bytes_written = c.bytes_read, c.bytes_written
@@ -2042,6 +2058,37 @@ def _pad_of_select_and_scatter(nodes, operand_nodes, s: int, p: int) -> bool:
         and operand_nodes[s][0] == p
         and all(q != p for q in operand_nodes[s][1:])
     )
+
+
+def _zero_splat(nd: Node) -> bool:
+    """A stablehlo.constant whose every element is zero."""
+    if nd.name != "stablehlo.constant":
+        return False
+    try:
+        from ..ir import ir
+
+        attr = ir.DenseElementsAttr(nd.op.attributes["value"])
+        if not attr.is_splat:
+            return False
+        v = attr.get_splat_value()
+        return float(v.value if isinstance(v, (ir.FloatAttr, ir.IntegerAttr)) else ir.FloatAttr(v).value) == 0.0
+    except Exception:
+        return False
+
+
+def _init_shared_with_a_broadcast(nodes, operand_nodes, users, s: int, want) -> bool:
+    """Does the block broadcast the init value of select_and_scatter node s (a zero) to
+    `want` (the type its expansion fills) elsewhere, for ops that read it? XLA's CSE
+    then merges the expansion's filled operand with that broadcast."""
+    ops = operand_nodes[s] or []
+    if len(ops) < 3 or ops[2] is None or not _zero_splat(nodes[ops[2]]):
+        return False
+    for b, nd in enumerate(nodes):
+        if (nd.name == "stablehlo.broadcast_in_dim" and not nd.dead and users[b] and operand_nodes[b]
+                and operand_nodes[b][0] is not None and _zero_splat(nodes[operand_nodes[b][0]])
+                and _result_type(nd, 0) == want):
+            return True
+    return False
 
 
 def _select_and_scatter_expanded(nd: Node, selected_from=None):
