@@ -4,6 +4,7 @@ or rates (a benchmark run by hand; it needs no GPU: it reads the measured files 
 benchmarks/gpu_measure.py wrote).
 
     python benchmarks/gap_eval.py [--data benchmarks/data/gpu/h100-sxm] [--models resnet18,resnet50]
+    python benchmarks/gap_eval.py --scatters --models llama3-100m,resnet18   # XLA's scatter kernels
 
 For each measured training step it lines the profile up with XLA's optimized HLO of the
 same step (both in the data folder): XLA launches the top-level instructions of its
@@ -210,6 +211,67 @@ def report(rec: dict) -> None:
     print()
 
 
+def scatter_kernels(hlo_text: str, per: dict, kernels) -> list[dict]:
+    """XLA's scatter fusions of an aligned profile: measured time, the elements the
+    scatter updates (its updates operand, in the fused computation), whether XLA knows
+    the indices unique, and the bytes it moves besides its in-place operand (the other
+    operands read, the updated elements read and written)."""
+    from costmodel.kernels.xla_hlo import ELEMENT_BYTES, type_bytes
+
+    out = []
+    for k in kernels:
+        if k.opcode != "fusion" or "scatter" not in k.name:
+            continue
+        line = re.search(r"\n\s*%" + re.escape(k.name) + r" = [^\n]*", hlo_text)
+        callee = re.search(r"calls=(%[\w.\-]+)", line.group(0)) if line else None
+        if not callee:
+            continue
+        start = hlo_text.find("\n" + callee.group(1) + " ")
+        body = hlo_text[start:hlo_text.find("\n}", start)]
+        root = re.search(r"ROOT %[\w.\-]+ = (\w+)\[[\d,]*\][^ ]* scatter\(%([\w.\-]+), %([\w.\-]+), %([\w.\-]+)\)([^\n]*)", body)
+        if not root:
+            continue
+        dtype, operand, _indices, updates, attrs = root.groups()
+        upd = re.search(r"%" + re.escape(updates) + r" = (\w+)\[([\d,]*)\]", body)
+        if not upd:
+            continue
+        elements = 1
+        for d in filter(None, upd.group(2).split(",")):
+            elements *= int(d)
+        params = re.search(r"%" + re.escape(operand) + r" = (\w+\[[\d,]*\])", body)
+        inplace = type_bytes(params.group(1)) if params else 0
+        moved = k.bytes_read - inplace + 2 * elements * ELEMENT_BYTES[dtype]
+        out.append({"name": k.name, "us": per.get(k.name, 0.0), "elements": elements, "dtype": dtype,
+                    "unique": "unique_indices=true" in attrs, "moved_bytes": moved})
+    return out
+
+
+def report_scatters(data: str, hardware: str, model: str, backend) -> None:
+    """The time per updated element of XLA's scatter kernels beyond their bytes and
+    launch at the calibrated rates: (measured - launch - moved bytes / bandwidth) /
+    elements."""
+    traces = tar_members(os.path.join(data, "train", "traces.tar"))
+    hlos = tar_members(os.path.join(data, "train", "hlo.tar"))
+    tname = next((t for t in traces if t.startswith(f"{model}_train_1_device_")), None)
+    hname = f"{model}_train_1_device.hlo.txt.gz"
+    if tname is None or hname not in hlos:
+        print(f"{model}: no profile with XLA's HLO in {data}/train")
+        return
+    steps = int(re.search(r"_(\d+)_steps", tname).group(1))
+    text = gzip.decompress(hlos[hname]).decode()
+    per, kernels, bad, _ = align(text, sorted(gpu_events(traces[tname]), key=lambda e: float(e["ts"])), steps)
+    if bad:
+        print(f"{model}: the profile does not line up with XLA's schedule ({bad} mismatches)")
+        return
+    bw = backend.hardware.memory_bandwidth_GBps * backend.memory_efficiency  # bytes per ns
+    for sc in scatter_kernels(text, per, kernels):
+        beyond = sc["us"] * 1e3 - backend.launch_ns - sc["moved_bytes"] / bw
+        print(f"{model}: {sc['name']}: {sc['us']:.1f} us measured, {sc['elements']:,} {sc['dtype']} elements "
+              f"updated{' (unique indices)' if sc['unique'] else ''}, {sc['moved_bytes'] / 1e6:.1f} MB moved "
+              f"({sc['moved_bytes'] / bw / 1e3:.1f} us at {bw:.0f} GB/s, launch {backend.launch_ns / 1e3:.2f} us): "
+              f"{beyond / max(sc['elements'], 1) * 1e3:.1f} ps per element beyond them")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=os.path.join(HERE, "data", "gpu", "h100-sxm"),
@@ -218,6 +280,9 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default=",".join(RESNETS))
     ap.add_argument("--workloads", default=os.path.join(HERE, "data", "workloads"),
                     help="where the 1-device exports are (exported on first use)")
+    ap.add_argument("--scatters", action="store_true",
+                    help="instead: the time per updated element of XLA's scatter kernels beyond their bytes "
+                         "(the calibration's scatter_element_ns)")
     args = ap.parse_args(argv)
     from costmodel.backends import make_backend
     from costmodel.hardware import load_hardware
@@ -225,6 +290,10 @@ def main(argv=None) -> int:
     hardware = args.hardware or os.path.basename(os.path.normpath(args.data))
     backend = make_backend("calibrated", load_hardware(hardware), {})
     print(f"calibrated backend, {hardware}; measured: {args.data}\n")
+    if args.scatters:
+        for model in filter(None, args.models.split(",")):
+            report_scatters(args.data, hardware, model, backend)
+        return 0
     for model in filter(None, args.models.split(",")):
         rec = evaluate(args.data, hardware, model, args.workloads, backend)
         if rec is None:

@@ -134,6 +134,46 @@ func.func @main(%x: tensor<{n}xf32>) -> tensor<{n}xf32> {{
     assert a.totals.time_ns == pytest.approx(expected)
 
 
+SCATTER_ADD = """
+func.func @main(%t: tensor<4096x64xbf16>, %i: tensor<1024x1xi32>, %u: tensor<1024x64xbf16>) -> tensor<4096x64xbf16> {
+  %0 = "stablehlo.scatter"(%t, %i, %u) <{indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, unique_indices = UNIQUE}> ({
+  ^bb0(%a: tensor<bf16>, %b: tensor<bf16>):
+    %s = stablehlo.add %a, %b : tensor<bf16>
+    stablehlo.return %s : tensor<bf16>
+  }) : (tensor<4096x64xbf16>, tensor<1024x1xi32>, tensor<1024x64xbf16>) -> tensor<4096x64xbf16>
+  return %0 : tensor<4096x64xbf16>
+}
+"""
+
+
+@pytest.mark.parametrize("unique", [False, True])
+def test_scatter_pays_an_atomic_update_per_element_where_measured(unique):
+    """XLA GPU's scatter emitter updates each element with an atomic read-modify-write
+    unless the indices are known unique: scatter_element_ns per element (an embedding
+    gradient's, measured on the H100) on top of the kernel's bytes and launch. Specs
+    without the measurement (the A100's) have no such term."""
+    text = SCATTER_ADD.replace("UNIQUE", "true" if unique else "false")
+    spec = load_hardware("h100-sxm")
+    cal = spec.calibration
+    a = run_annotate(text, hardware="h100-sxm", fusion="xla-gpu", backend="calibrated")
+    elements = 1024 * 64  # the updates, one atomic add each
+    upd_bytes = elements * 2
+    nbytes = 2 * upd_bytes + 1024 * 4 + upd_bytes  # the scatter rule's bytes: updates read twice, indices, updates written
+    atomic_ns = 0.0 if unique else elements * cal["scatter_element_ns"]
+    memory_ns = nbytes / (spec.memory_bandwidth_GBps * cal["memory_efficiency"]) + atomic_ns
+    flops_ns = elements / (spec.peak_TFLOPS("vector", "bf16") * 1e3)
+    expected = memory_ns + flops_ns - cal["compute_memory_overlap"] * min(flops_ns, memory_ns) + cal["kernel_launch_ns"]
+    assert a.totals.time_ns == pytest.approx(expected)
+    root = next(op for op in a.ops() if op.name == "stablehlo.scatter")
+    cost = ir.DictAttr(root.attributes["costmodel.kernel_cost"])
+    assert ("scatter_elements" in cost) is (not unique)  # shown in the IR
+    assert "scatter_element_ns" not in load_hardware("a100-40gb").calibration
+    a100 = run_annotate(text, hardware="a100-40gb", fusion="xla-gpu", backend="calibrated")
+    a100_spec = load_hardware("a100-40gb")
+    a100_memory = nbytes / (a100_spec.memory_bandwidth_GBps * a100_spec.calibration["memory_efficiency"])
+    assert a100.totals.time_ns < a100_memory + a100_spec.calibration["kernel_launch_ns"] + 1e3  # bytes and launch only
+
+
 def test_hardware_without_calibration_is_a_clear_error():
     with pytest.raises(BackendError, match="needs the hardware spec's 'calibration' block; 'tpu-v5p' lacks"):
         make_backend("calibrated", load_hardware("tpu-v5p"), {})

@@ -602,6 +602,10 @@ def test_select_and_scatter_init_shared_with_a_zero_broadcast_is_copied(zero):
     A broadcast of another value is no such buffer."""
     a = run_annotate(RELU_MAX_POOL_BACKWARD.replace("ZERO", zero), fusion="xla-gpu")
     sas = next(k for k in kernels(a) if k["root"] == "stablehlo.select_and_scatter")
+    # its scatter updates one element per source element, atomically (indices not unique)
+    root = next(op for op in a.ops() if op.name == "stablehlo.select_and_scatter")
+    cost = ir.DictAttr(root.attributes["costmodel.kernel_cost"])
+    assert ir.IntegerAttr(cost["scatter_elements"]).value == 8 * 4 * 4 * 4
     x, padded = 8 * 8 * 8 * 4 * F32, 8 * 9 * 9 * 4 * F32
     n, rank = 8 * 4 * 4 * 4, 4
     index = 4 * rank * n

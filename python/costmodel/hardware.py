@@ -57,6 +57,7 @@ CALIBRATION_KEYS = {
     "conv_channel_multiple": "16-bit convolutions (forward, filter gradient) run with their input channels padded to a multiple of this, the library copying the activations once",
     "gemm_narrow_tile_efficiency": "rate of a GEMM tile with a side of gemm_tile_min elements, as a fraction of the wider tiles' (measured; at most 1)",
     "gemm_narrow_tile_k": "K depth of those narrow tiles (elements); a convolution run on one pads each filter tap's channels to it",
+    "scatter_element_ns": "time per element a scatter updates atomically (indices not known unique), beyond its bytes (ns; measured)",
 }
 _OPTIONAL_KEYS = {"calibration"}
 

@@ -97,6 +97,8 @@ class CalibratedBackend:
         # narrow tiles (a side of gemm_tile_min): their own rate and K depth, where measured
         self.narrow_efficiency = cal.get("gemm_narrow_tile_efficiency")
         self.narrow_tile_k = int(cal["gemm_narrow_tile_k"]) if "gemm_narrow_tile_k" in cal else None
+        # atomic read-modify-write per element a scatter updates, where measured
+        self.scatter_element_ns = cal.get("scatter_element_ns", 0.0)
         self._plans: dict = {}
         self._tile_shapes = self._tiles()
         self._bytes_per_ns = hardware.memory_bandwidth_GBps * self.memory_efficiency
@@ -208,7 +210,7 @@ class CalibratedBackend:
             return None
         return math.ceil(c / self.channel_multiple) * self.channel_multiple
 
-    def _time(self, flops_by_unit: dict, nbytes: int, launches: int, gemm) -> KernelCost:
+    def _time(self, flops_by_unit: dict, nbytes: int, launches: int, gemm, scatter_elements: int = 0) -> KernelCost:
         compute_ns = 0.0
         tile_eff = None
         chan_eff = 1.0
@@ -241,6 +243,8 @@ class CalibratedBackend:
         if split > 1:  # split-K partial sums (f32) written and read back once
             nbytes += 2 * 4 * m * gemm.n * gemm.batch * split
         memory_ns = nbytes / self._bytes_per_ns
+        scatter_ns = scatter_elements * self.scatter_element_ns
+        memory_ns += scatter_ns
         launch_ns = self.launch_ns * max(1, launches)
         t = compute_ns + memory_ns - self.overlap * min(compute_ns, memory_ns) + launch_ns + padding_ns
         if launch_ns >= max(compute_ns, memory_ns):
@@ -258,10 +262,13 @@ class CalibratedBackend:
         if padded is not None:
             detail["padded_channels"] = padded
             detail["padding_ns"] = padding_ns
+        if scatter_ns:
+            detail["scatter_atomic_ns"] = scatter_ns
         return KernelCost(t, bound, detail)
 
     def estimate_kernel(self, kernel) -> KernelCost:
-        return self._time(kernel.flops_by_unit, kernel.bytes_read + kernel.bytes_written, kernel.launches, kernel.gemm)
+        return self._time(kernel.flops_by_unit, kernel.bytes_read + kernel.bytes_written, kernel.launches, kernel.gemm,
+                          getattr(kernel, "scatter_elements", 0))
 
     def estimate(self, cost: OpCost) -> tuple[float, str]:
         """One op as its own kernel (fusion=none)."""

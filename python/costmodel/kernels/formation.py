@@ -301,6 +301,9 @@ class Kernel:
     node_ids: list = field(default_factory=list)  # indices of the ops in the formed block
     duplicated_ids: list = field(default_factory=list)
     given: bool = False  # formed by the compiler that produced the input (mhlo.fusion)
+    # elements a scatter updates with atomic read-modify-writes (XLA GPU's scatter
+    # emitter, indices not known unique; a select_and_scatter's expansion too): 0 for others
+    scatter_elements: int = 0
     attrs: dict = field(default_factory=dict)  # extra facts for costmodel.kernel_cost (str/int)
 
     @property
@@ -1585,6 +1588,8 @@ def _make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, 
     if expanded is not None:
         k.bytes_read, k.bytes_written, k.launches = expanded
         k.attrs["expanded"] = "select_and_scatter"
+        k.scatter_elements = type_info(_operand_type(nodes[sas], 1)).num_elements  # one per source element
+        k.attrs["scatter_elements"] = k.scatter_elements
         if _init_shared_with_a_broadcast(nodes, operand_nodes, users, sas, target):
             # XLA's CSE makes the expansion's zero-filled operand one buffer with an
             # equal broadcast other ops read (a relu's zero); the in-place scatter then
@@ -1598,6 +1603,10 @@ def _make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, 
     elif single:
         c = nodes[idx[0]].cost
         k.bytes_read, k.bytes_written = c.bytes_read, c.bytes_written
+        if policy == "xla-gpu" and nodes[idx[0]].name == "stablehlo.scatter":
+            k.scatter_elements = _atomic_scatter_elements(nodes[idx[0]])
+            if k.scatter_elements:
+                k.attrs["scatter_elements"] = k.scatter_elements
     else:
         k.bytes_read, k.bytes_written = _external_bytes(nodes, idx, inside, inside_all, operand_nodes, users, external_use, g)
     gemm_nodes = [i for i in idx if nodes[i].cls in (GEMM, CONV)]
@@ -2058,6 +2067,24 @@ def _pad_of_select_and_scatter(nodes, operand_nodes, s: int, p: int) -> bool:
         and operand_nodes[s][0] == p
         and all(q != p for q in operand_nodes[s][1:])
     )
+
+
+def _atomic_scatter_elements(nd: Node) -> int:
+    """Elements a stablehlo.scatter updates atomically on GPU: every element of its
+    updates operands, unless the op says its indices are unique (XLA's scatter emitter
+    then stores without atomics)."""
+    op = nd.op
+    try:
+        if "unique_indices" in op.attributes:
+            from ..ir import ir
+
+            if ir.BoolAttr(op.attributes["unique_indices"]).value:
+                return 0
+        n_inputs = (len(nd.types[0]) if nd.types is not None else len(op.operands)) - 1
+        n_inputs //= 2
+        return sum(type_info(_operand_type(nd, n_inputs + 1 + j)).num_elements for j in range(n_inputs))
+    except Exception:
+        return 0
 
 
 def _zero_splat(nd: Node) -> bool:
