@@ -162,6 +162,15 @@ def evaluate(data: str, hardware: str, model: str, workloads: str, backend) -> d
     for key in ("measured_us", "xla_us", "xla_GB", "ours_us", "ours_GB", "xla_launches", "ours_launches"):
         out[key] = zero()
     out["measured_us"]["memset"] = memset
+    # the GPU's idle time: the time between the first kernel's start and the last one's
+    # end when no kernel runs (kernels of two streams may overlap)
+    idle, end = 0.0, None
+    for e in events:
+        t0, t1 = float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))
+        if end is not None and t0 > end:
+            idle += t0 - end
+        end = t1 if end is None else max(end, t1)
+    out["idle_us"] = idle / steps
     # XLA's scatter kernels pay the calibrated atomic update per element too
     atomic = {sc["name"]: 0 if sc["unique"] else sc["elements"] for sc in scatter_kernels(text, per, kernels)}
     for k in kernels:
@@ -211,6 +220,8 @@ def report(rec: dict) -> None:
     mc, oc = rec["measured_library_us"], rec["ours_library_us"]
     print(f"  library calls (cuDNN convolutions, cuBLAS and Triton GEMMs; their helper kernels and memsets included): "
           f"measured {mc / 1e3:.2f}ms, ours {oc / 1e3:.2f}ms ({(oc - mc) / 1e3:+.2f}ms)")
+    print(f"  GPU idle between kernels (no kernel running, first kernel to last, per step): {rec['idle_us'] / 1e3:.2f}ms "
+          "(in a step's wall time; not modeled)")
     print(f"  step error from these parts: {(tot[2] - tot[0] + oc - mc) / 1e3:+.2f}ms"
           f" = rates {tot[3] / 1e3:+.2f} + formation {tot[4] / 1e3:+.2f} + library calls {(oc - mc) / 1e3:+.2f}")
     print()
