@@ -46,6 +46,21 @@ def test_json_carries_every_kernel_and_the_conv_kind(tmp_path, capsys):
     assert times == sorted(times, reverse=True)
 
 
+def test_json_carries_the_backend_detail_of_each_kernel(tmp_path, capsys):
+    """Why a kernel takes its time: the calibrated backend's plan of the filter gradient
+    (its split-K count and tile efficiency) and each kernel's launch time, as plain
+    values under `detail`."""
+    f = tmp_path / "p.mlir"
+    f.write_text(PROGRAM)
+    assert main(["kernels", str(f), "--hardware", "h100-sxm", "--backend", "calibrated", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    dw = next(k for k in doc["kernels"] if k.get("conv") == "backward_filter")
+    assert isinstance(dw["detail"]["split_k"], int) and dw["detail"]["split_k"] >= 1
+    assert 0 < dw["detail"]["tile_efficiency"] <= 1
+    assert all(k["detail"]["launch_ns"] > 0 for k in doc["kernels"])
+    assert all(key not in k["detail"] for k in doc["kernels"] for key in ("id", "kind", "time_ns", "conv"))
+
+
 def test_user_mistakes_are_one_line_errors(tmp_path, capsys):
     f = tmp_path / "p.mlir"
     f.write_text(PROGRAM)

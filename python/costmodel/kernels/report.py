@@ -35,6 +35,10 @@ class KernelRow:
     # a convolution kernel: what the library is asked to run (forward, backward_input,
     # backward_filter: XLA GPU's conv rewriter); empty otherwise
     conv: str = ""
+    # the other facts of its costmodel.kernel_cost: the formation's (expanded,
+    # conv_padding, scatter_elements ...) and the backend's detail (tile_efficiency,
+    # split_k, padding_ns, scatter_atomic_ns ...)
+    detail: dict = field(default_factory=dict)
 
     @property
     def total_time_ns(self) -> float:
@@ -57,6 +61,7 @@ class KernelRow:
             "location": self.location,
             **({"profile": self.profile} if self.profile else {}),
             **({"conv": self.conv} if self.conv else {}),
+            **({"detail": dict(self.detail)} if self.detail else {}),
         }
 
 
@@ -73,6 +78,27 @@ def _int(d, key) -> int:
     from ..ir import attr_number
 
     return int(attr_number(d[key])) if key in d else 0
+
+
+# keys of costmodel.kernel_cost that KernelRow has fields for
+_ROW_KEYS = frozenset({"id", "kind", "time_ns", "bound", "flops", "transcendentals", "bytes_read", "bytes_written",
+                       "launches", "ops", "backend", "profile", "conv"})
+
+
+def _detail(d) -> dict:
+    """The other entries of a costmodel.kernel_cost dict, as plain Python values."""
+    out = {}
+    for i in range(len(d)):
+        entry = d[i]
+        if entry.name in _ROW_KEYS:
+            continue
+        for cast in (ir.BoolAttr, ir.StringAttr, ir.IntegerAttr, ir.FloatAttr):
+            try:
+                out[entry.name] = cast(entry.attr).value
+                break
+            except (ValueError, TypeError):
+                continue
+    return out
 
 
 def collect_kernels(module) -> list[KernelRow]:
@@ -115,6 +141,7 @@ def collect_kernels(module) -> list[KernelRow]:
                             location=format_location(child.location, ""),
                             profile=ir.StringAttr(d["profile"]).value if "profile" in d else "",
                             conv=ir.StringAttr(d["conv"]).value if "conv" in d else "",
+                            detail=_detail(d),
                         )
                     stack.append(child)
     for kid, names in members.items():
