@@ -34,6 +34,10 @@ the whole call / kernels, median over repeats):
 - `reduce`: batch-norm statistics (sum and sum of squares over N, H, W in f32) of the
   bf16 activations of ResNet-18/50 at batch 256, profiled kernel time per call (and,
   since 2026-11-27 evening, each kernel's name and time);
+- `library_gaps` (not in the default set): the GPU's idle time per call of a chain of
+  32 (3x3 convolution, elementwise) pairs against 64 elementwise kernels, from the
+  profile's timeline: what a library call outside XLA's command buffers costs beyond
+  its kernels;
 - `pool` (not in the default set; `--micro pool`): the ResNet stem's max pool, forward
   and gradient, and a bf16 scatter-add of its size with overlapping and with unique
   indices: each kernel's name and time (XLA's scatter kernel rate);
@@ -461,6 +465,96 @@ def micro_pool(smoke: bool) -> None:
     RESULTS["micro"]["pool"] = out
 
 
+def profiled_timeline(fn, args, calls: int) -> list[tuple[str, float, float, str]] | None:
+    """[(name, start us, duration us, hlo_op)] of every GPU event (kernels, memsets,
+    copies) of `calls` profiled calls, in time order; None without a GPU line."""
+    import glob as _glob
+
+    import jax
+
+    trace_dir = tempfile.mkdtemp(prefix="trace_gaps_")
+    try:
+        with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+            out = None
+            for _ in range(calls):
+                out = fn(*args)
+            jax.block_until_ready(out)
+        found = _glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True)
+        if not found:
+            return None
+        with gzip.open(found[0], "rt") as f:
+            data = json.load(f)
+        events = data["traceEvents"] if isinstance(data, dict) else data
+        gpu = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
+               and "gpu" in str(e.get("args", {}).get("name", "")).lower()}
+        if not gpu:
+            return None
+        rows = [(str(e.get("name", "")), float(e.get("ts", 0.0)), float(e.get("dur", 0.0)),
+                 str(e.get("args", {}).get("hlo_op", ""))) for e in events if e.get("ph") == "X" and e.get("pid") in gpu]
+        return sorted(rows, key=lambda r: r[1])
+    finally:
+        shutil.rmtree(trace_dir, ignore_errors=True)
+
+
+def idle_us(rows) -> float:
+    """Time between the first event's start and the last one's end when none runs."""
+    idle, end = 0.0, None
+    for _name, t0, dur, _op in rows:
+        if end is not None and t0 > end:
+            idle += t0 - end
+        end = t0 + dur if end is None else max(end, t0 + dur)
+    return idle
+
+
+@guarded("micro.library_gaps")
+def micro_library_gaps(smoke: bool) -> None:
+    """The GPU's idle time at the boundaries of library calls: in our H100 profiles of the
+    ResNet steps (benchmarks/gap_eval.py) the GPU idles 2-3 us wherever a command buffer
+    (XLA's fusions) and a cuDNN call (launched on its own) meet, and 1.6 us between the
+    kernels of one cuDNN call. A jitted chain of n (3x3 convolution, elementwise) pairs,
+    each depending on the last, against a chain of 2n elementwise kernels: the idle time
+    per call of each, from the profile's timeline, and the events per call."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    n = 4 if smoke else 32
+    batch, hw, c = (2, 8, 8) if smoke else (32, 28, 128)
+    key = jax.random.PRNGKey(11)
+    x = jax.random.normal(key, (batch, hw, hw, c), jnp.bfloat16)
+    ws = [jax.random.normal(jax.random.fold_in(key, i), (3, 3, c, c), jnp.bfloat16) * 0.05 for i in range(n)]
+
+    def convs(x, ws):
+        for w in ws:
+            x = lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+            x = lax.optimization_barrier(jnp.maximum(x, 0) * 0.5)
+        return x
+
+    def elementwise(x, ws):
+        for _ in ws:
+            x = lax.optimization_barrier(x * 1.0001 + 1)
+            x = lax.optimization_barrier(jnp.maximum(x, 0) * 0.5)
+        return x
+
+    out = {"pairs": n, "shape": [batch, hw, hw, c]}
+    for what, f in (("conv_chain", jax.jit(convs)), ("elementwise_chain", jax.jit(elementwise))):
+        jax.block_until_ready(f(x, ws))
+        calls = 2 if smoke else 5
+        rows = profiled_timeline(f, (x, ws), calls)
+        if rows is None:  # no GPU line (a CPU)
+            out[what] = {"idle_us_per_call": 0.0, "events_per_call": 0.0}
+            continue
+        # idle within each call: split the timeline at the calls' boundaries (the largest gaps)
+        per_call = len(rows) // calls
+        idles = [idle_us(rows[i * per_call:(i + 1) * per_call]) for i in range(calls)]
+        out[what] = {"idle_us_per_call": statistics.median(idles), "events_per_call": per_call,
+                     "busy_us_per_call": sum(r[2] for r in rows) / calls,
+                     "names": sorted({r[0][:120] for r in rows[:per_call]})}
+        log(f"library gaps {what}: {out[what]['idle_us_per_call']:.1f} us idle per call, "
+            f"{per_call} events per call")
+    RESULTS["micro"]["library_gaps"] = out
+
+
 # (name, H, W, C_in, C_out, kernel, stride): the convolutions of ResNet-18 and -50 at 224x224
 CONVS = [
     ("stem_7x7_s2", 224, 224, 3, 64, 7, 2),
@@ -744,7 +838,7 @@ def main(argv=None) -> int:
         chosen = set(args.micro.split(","))
         for name, fn in (("launch", micro_launch), ("bandwidth", micro_bandwidth), ("bandwidth_kinds", micro_bandwidth_kinds),
                          ("matmul", micro_matmul), ("conv", micro_conv), ("conv_tiles", micro_conv_tiles),
-                         ("reduce", micro_reduce), ("pool", micro_pool)):
+                         ("reduce", micro_reduce), ("pool", micro_pool), ("library_gaps", micro_library_gaps)):
             if name in chosen:
                 fn(args.smoke)
     for name in models[1:]:

@@ -12,6 +12,9 @@
 #     overlapping and with unique indices: each kernel's time (the source that should
 #     replace scatter_element_ns's, taken from the llama3-100m step's profile);
 #   - reduce: the batch-norm statistics again, now each kernel's name and time;
+#   - library_gaps: the GPU's idle time at the boundaries of cuDNN calls (a chain of
+#     convolutions against a chain of elementwise kernels; 0.4-2.7 ms per H100 ResNet
+#     step, not modeled);
 #   - the llama3-100m step timed back to back (the 2026-11-27 runs timed it only step by
 #     step; gpu_eval.py reads its device time from the profile instead, docs/backends.md):
 #     checks that reading.
@@ -24,7 +27,7 @@ export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_MEM_FRACTION=0.9
 mkdir -p "$O/micro"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
 OUT="$O/micro" timeout 300 python3 benchmarks/gpu_measure.py --models "" --llama "" \
-    --micro bandwidth_kinds,conv_tiles,conv,pool,reduce > "$O/micro/log.txt" 2>&1
+    --micro bandwidth_kinds,conv_tiles,conv,pool,reduce,library_gaps > "$O/micro/log.txt" 2>&1
 echo "micro ($GPU): exit $?"; grep -v '^[IWE][0-9]' "$O/micro/log.txt" | tail -30
 mkdir -p "$O/llama"
 OUT="$O/llama" timeout 150 python3 benchmarks/gpu_measure.py --models "" --llama llama3-100m --no-micro \
