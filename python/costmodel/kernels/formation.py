@@ -1589,7 +1589,6 @@ def _make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, 
         k.bytes_read, k.bytes_written, k.launches = expanded
         k.attrs["expanded"] = "select_and_scatter"
         k.scatter_elements = type_info(_operand_type(nodes[sas], 1)).num_elements  # one per source element
-        k.attrs["scatter_elements"] = k.scatter_elements
         if _init_shared_with_a_broadcast(nodes, operand_nodes, users, sas, target):
             # XLA's CSE makes the expansion's zero-filled operand one buffer with an
             # equal broadcast other ops read (a relu's zero); the in-place scatter then
@@ -1605,10 +1604,10 @@ def _make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, 
         k.bytes_read, k.bytes_written = c.bytes_read, c.bytes_written
         if policy == "xla-gpu" and nodes[idx[0]].name == "stablehlo.scatter":
             k.scatter_elements = _atomic_scatter_elements(nodes[idx[0]])
-            if k.scatter_elements:
-                k.attrs["scatter_elements"] = k.scatter_elements
     else:
         k.bytes_read, k.bytes_written = _external_bytes(nodes, idx, inside, inside_all, operand_nodes, users, external_use, g)
+    if k.scatter_elements:  # shown in costmodel.kernel_cost
+        k.attrs["scatter_elements"] = k.scatter_elements
     gemm_nodes = [i for i in idx if nodes[i].cls in (GEMM, CONV)]
     if gemm_nodes:
         k.gemm = _gemm_shape(nodes[gemm_nodes[0]])
