@@ -3,10 +3,10 @@
 or rates (a benchmark run by hand; it needs no GPU: it reads the measured files that
 benchmarks/gpu_measure.py wrote).
 
-    python benchmarks/gap_eval.py [--data benchmarks/data/gpu/h100-sxm] [--models resnet18,resnet50]
+    python benchmarks/gap_eval.py [--data benchmarks/data/gpu/h100-sxm] [--models resnet18,resnet50] [--mode inference]
     python benchmarks/gap_eval.py --scatters --models llama3-100m,resnet18   # XLA's scatter kernels
 
-For each measured training step it lines the profile up with XLA's optimized HLO of the
+For each measured step (training, or inference with --mode) it lines the profile up with XLA's optimized HLO of the
 same step (both in the data folder): XLA launches the top-level instructions of its
 scheduled ENTRY computation in order, one kernel per fusion or copy and, per cuDNN
 custom-call, the kernels the profile names with that custom-call (memsets included), so
@@ -141,13 +141,13 @@ def our_kind(row) -> str | None:
     return "loop"
 
 
-def evaluate(data: str, hardware: str, model: str, workloads: str, backend) -> dict | None:
+def evaluate(data: str, hardware: str, model: str, workloads: str, backend, mode: str = "train") -> dict | None:
     from costmodel.rules import OpCost
 
-    traces = tar_members(os.path.join(data, "train", "traces.tar"))
-    hlos = tar_members(os.path.join(data, "train", "hlo.tar"))
-    tname = next((t for t in traces if t.startswith(f"{model}_train_1_device_")), None)
-    hname = f"{model}_train_1_device.hlo.txt.gz"
+    traces = tar_members(os.path.join(data, mode, "traces.tar"))
+    hlos = tar_members(os.path.join(data, mode, "hlo.tar"))
+    tname = next((t for t in traces if t.startswith(f"{model}_{mode}_1_device_")), None)
+    hname = f"{model}_{mode}_1_device.hlo.txt.gz"
     if tname is None or hname not in hlos:
         return None
     steps = int(re.search(r"_(\d+)_steps", tname).group(1))
@@ -155,8 +155,8 @@ def evaluate(data: str, hardware: str, model: str, workloads: str, backend) -> d
     text = gzip.decompress(hlos[hname]).decode()
     per, kernels, bad, memset = align(text, events, steps)
     if bad:
-        return {"model": model, "mismatches": bad}
-    out = {"model": model, "mismatches": bad, "measured_us": {}, "xla_us": {}, "xla_GB": {}, "ours_us": {}, "ours_GB": {},
+        return {"model": model, "mode": mode, "mismatches": bad}
+    out = {"model": model, "mode": mode, "mismatches": bad, "measured_us": {}, "xla_us": {}, "xla_GB": {}, "ours_us": {}, "ours_GB": {},
            "measured_library_us": 0.0, "ours_library_us": 0.0, "xla_launches": {}, "ours_launches": {}}
     zero = lambda: {k: 0.0 for k in KINDS}  # noqa: E731
     for key in ("measured_us", "xla_us", "xla_GB", "ours_us", "ours_GB", "xla_launches", "ours_launches"):
@@ -185,7 +185,7 @@ def evaluate(data: str, hardware: str, model: str, workloads: str, backend) -> d
         out["xla_us"][kind] += t_ns / 1e3
         out["xla_GB"][kind] += (k.bytes_read + k.bytes_written) / 1e9
         out["xla_launches"][kind] += 1
-    for r in predicted_kernels(workload(workloads, model, "train"), hardware):
+    for r in predicted_kernels(workload(workloads, model, mode), hardware):
         kind = our_kind(r)
         if kind is None:
             out["ours_library_us"] += r.total_time_ns / 1e3
@@ -198,11 +198,11 @@ def evaluate(data: str, hardware: str, model: str, workloads: str, backend) -> d
 
 def report(rec: dict) -> None:
     if rec["mismatches"]:
-        print(f"{rec['model']} train: the profile does not line up with XLA's schedule ({rec['mismatches']} "
+        print(f"{rec['model']} {rec['mode']}: the profile does not line up with XLA's schedule ({rec['mismatches']} "
               "mismatches; a program with loops launches its body's kernels once per trip): not compared\n")
         return
     m, x, o = rec["measured_us"], rec["xla_us"], rec["ours_us"]
-    print(f"{rec['model']} train: profile aligned with XLA's schedule, {rec['mismatches']} mismatches")
+    print(f"{rec['model']} {rec['mode']}: profile aligned with XLA's schedule, {rec['mismatches']} mismatches")
     print(f"  {'kernels':10s} {'launches xla/ours':>17s} {'GB xla/ours':>14s} {'measured':>9s} {'XLA@cal':>9s} {'ours':>9s}"
           f" {'rates':>8s} {'formation':>9s}")
     tot = [0.0] * 5
@@ -296,6 +296,7 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default=",".join(RESNETS))
     ap.add_argument("--workloads", default=os.path.join(HERE, "data", "workloads"),
                     help="where the 1-device exports are (exported on first use)")
+    ap.add_argument("--mode", choices=("train", "inference"), default="train", help="which measured steps (default train)")
     ap.add_argument("--scatters", action="store_true",
                     help="instead: the time per updated element of XLA's scatter kernels beyond their bytes "
                          "(the calibration's scatter_element_ns)")
@@ -311,9 +312,9 @@ def main(argv=None) -> int:
             report_scatters(args.data, hardware, model, backend)
         return 0
     for model in filter(None, args.models.split(",")):
-        rec = evaluate(args.data, hardware, model, args.workloads, backend)
+        rec = evaluate(args.data, hardware, model, args.workloads, backend, args.mode)
         if rec is None:
-            print(f"{model}: no profile with XLA's HLO in {args.data}/train\n")
+            print(f"{model}: no profile with XLA's HLO in {args.data}/{args.mode}\n")
             continue
         report(rec)
     return 0
