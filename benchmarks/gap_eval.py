@@ -304,8 +304,15 @@ def main(argv=None) -> int:
     from costmodel.backends import make_backend
     from costmodel.hardware import load_hardware
 
+    from costmodel.hardware import SpecError
+
+    if not os.path.isdir(args.data):
+        ap.error(f"--data {args.data}: no such folder")
     hardware = args.hardware or os.path.basename(os.path.normpath(args.data))
-    backend = make_backend("calibrated", load_hardware(hardware), {})
+    try:
+        backend = make_backend("calibrated", load_hardware(hardware), {})
+    except SpecError as err:
+        ap.error(f"{err} (the data folder's name is taken as the hardware; give --hardware)")
     print(f"calibrated backend, {hardware}; measured: {args.data}\n")
     if args.scatters:
         for model in filter(None, args.models.split(",")):
