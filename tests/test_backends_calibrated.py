@@ -164,6 +164,9 @@ def test_scatter_pays_an_atomic_update_per_element_where_measured(unique):
     flops_ns = elements / (spec.peak_TFLOPS("vector", "bf16") * 1e3)
     expected = memory_ns + flops_ns - cal["compute_memory_overlap"] * min(flops_ns, memory_ns) + cal["kernel_launch_ns"]
     assert a.totals.time_ns == pytest.approx(expected)
+    # the same op costed on its own (fusion=none) pays the same
+    per_op = run_annotate(text, hardware="h100-sxm", fusion="none", backend="calibrated")
+    assert per_op.totals.time_ns == pytest.approx(expected)
     root = next(op for op in a.ops() if op.name == "stablehlo.scatter")
     cost = ir.DictAttr(root.attributes["costmodel.kernel_cost"])
     assert ("scatter_elements" in cost) is (not unique)  # shown in the IR

@@ -584,7 +584,10 @@ def select_and_scatter_rule(op, env) -> OpCost:
 
 def scatter_rule(op, env) -> OpCost:
     """One update-computation application per element of the first updates operand (XLA);
-    bytes as XLA: updates read twice (operand window and updates) plus indices, updates written."""
+    bytes as XLA: updates read twice (operand window and updates) plus indices, updates written.
+    `extra["atomic_elements"]`: the elements it updates when its indices are not known
+    unique (`unique_indices`), which a GPU updates with atomic read-modify-writes (XLA
+    GPU's scatter emitter; the calibrated backend's scatter_element_ns)."""
     n_inputs = (len(op.operands) - 1) // 2
     indices = _info(op.operands[n_inputs])
     updates = [_info(v) for v in op.operands[n_inputs + 1 :]]
@@ -592,6 +595,7 @@ def scatter_rule(op, env) -> OpCost:
     per = env.apply_cost(op.regions[0])
     n = updates[0].num_elements
     upd_bytes = sum(u.nbytes for u in updates)
+    unique = "unique_indices" in op.attributes and ir.BoolAttr(op.attributes["unique_indices"]).value
     return OpCost(
         flops=per.flops * n,
         transcendentals=per.transcendentals * n,
@@ -599,6 +603,7 @@ def scatter_rule(op, env) -> OpCost:
         bytes_written=upd_bytes,
         unit=VECTOR,
         dtype=updates[0].dtype,
+        extra={} if unique else {"atomic_elements": sum(u.num_elements for u in updates)},
     )
 
 

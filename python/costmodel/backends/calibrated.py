@@ -276,5 +276,5 @@ class CalibratedBackend:
         if not work and not cost.bytes_read and not cost.bytes_written:
             return 0.0, "overhead"  # bookkeeping (return, tuple plumbing): no kernel
         by_unit = {(cost.unit, cost.dtype): work} if work else {}
-        kc = self._time(by_unit, cost.bytes_read + cost.bytes_written, 1, None)
+        kc = self._time(by_unit, cost.bytes_read + cost.bytes_written, 1, None, cost.extra.get("atomic_elements", 0))
         return kc.time_ns, kc.bound

@@ -1602,8 +1602,8 @@ def _make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, 
     elif single:
         c = nodes[idx[0]].cost
         k.bytes_read, k.bytes_written = c.bytes_read, c.bytes_written
-        if policy == "xla-gpu" and nodes[idx[0]].name == "stablehlo.scatter":
-            k.scatter_elements = _atomic_scatter_elements(nodes[idx[0]])
+        if policy == "xla-gpu":  # a scatter's atomic updates (rules.scatter_rule)
+            k.scatter_elements = c.extra.get("atomic_elements", 0)
     else:
         k.bytes_read, k.bytes_written = _external_bytes(nodes, idx, inside, inside_all, operand_nodes, users, external_use, g)
     if k.scatter_elements:  # shown in costmodel.kernel_cost
@@ -2066,24 +2066,6 @@ def _pad_of_select_and_scatter(nodes, operand_nodes, s: int, p: int) -> bool:
         and operand_nodes[s][0] == p
         and all(q != p for q in operand_nodes[s][1:])
     )
-
-
-def _atomic_scatter_elements(nd: Node) -> int:
-    """Elements a stablehlo.scatter updates atomically on GPU: every element of its
-    updates operands, unless the op says its indices are unique (XLA's scatter emitter
-    then stores without atomics)."""
-    op = nd.op
-    try:
-        if "unique_indices" in op.attributes:
-            from ..ir import ir
-
-            if ir.BoolAttr(op.attributes["unique_indices"]).value:
-                return 0
-        n_inputs = (len(nd.types[0]) if nd.types is not None else len(op.operands)) - 1
-        n_inputs //= 2
-        return sum(type_info(_operand_type(nd, n_inputs + 1 + j)).num_elements for j in range(n_inputs))
-    except Exception:
-        return 0
 
 
 def _zero_splat(nd: Node) -> bool:
