@@ -141,11 +141,12 @@ def our_kind(row) -> str | None:
     return "loop"
 
 
-def evaluate(data: str, hardware: str, model: str, workloads: str, backend, mode: str = "train") -> dict | None:
+def evaluate(data: str, hardware: str, model: str, workloads: str, backend, mode: str = "train",
+             run: str | None = None) -> dict | None:
     from costmodel.rules import OpCost
 
-    traces = tar_members(os.path.join(data, mode, "traces.tar"))
-    hlos = tar_members(os.path.join(data, mode, "hlo.tar"))
+    traces = tar_members(os.path.join(data, run or mode, "traces.tar"))
+    hlos = tar_members(os.path.join(data, run or mode, "hlo.tar"))
     tname = next((t for t in traces if t.startswith(f"{model}_{mode}_1_device_")), None)
     hname = f"{model}_{mode}_1_device.hlo.txt.gz"
     if tname is None or hname not in hlos:
@@ -297,6 +298,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workloads", default=os.path.join(HERE, "data", "workloads"),
                     help="where the 1-device exports are (exported on first use)")
     ap.add_argument("--mode", choices=("train", "inference"), default="train", help="which measured steps (default train)")
+    ap.add_argument("--run", help="the run folder under --data (default: the mode's; e.g. train-repeat)")
     ap.add_argument("--scatters", action="store_true",
                     help="instead: the time per updated element of XLA's scatter kernels beyond their bytes "
                          "(the calibration's scatter_element_ns)")
@@ -319,9 +321,9 @@ def main(argv=None) -> int:
             report_scatters(args.data, hardware, model, backend)
         return 0
     for model in filter(None, args.models.split(",")):
-        rec = evaluate(args.data, hardware, model, args.workloads, backend, args.mode)
+        rec = evaluate(args.data, hardware, model, args.workloads, backend, args.mode, args.run)
         if rec is None:
-            print(f"{model}: no profile with XLA's HLO in {args.data}/{args.mode}\n")
+            print(f"{model}: no profile with XLA's HLO in {args.data}/{args.run or args.mode}\n")
             continue
         report(rec)
     return 0

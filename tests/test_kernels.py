@@ -673,6 +673,40 @@ def test_dot_takes_bias_relu_epilogue():
     assert k["bytes_written"] == 512 * 2048 * BF16
 
 
+# a softmax-like f32 producer whose result a dot reads in bf16 (a narrowing convert), or
+# a bf16 producer read in f32 (a widening one)
+GEMM_CONVERTED_OPERAND = """
+func.func @main(%s: tensor<512x1024xSRC>, %w: tensor<1024x256xDST>) -> tensor<512x256xDST> {
+  %e = stablehlo.exponential %s : tensor<512x1024xSRC>
+  %c = stablehlo.convert %e : (tensor<512x1024xSRC>) -> tensor<512x1024xDST>
+  %d = stablehlo.dot_general %c, %w, contracting_dims = [1] x [0] : (tensor<512x1024xDST>, tensor<1024x256xDST>) -> tensor<512x256xDST>
+  return %d : tensor<512x256xDST>
+}
+"""
+
+
+@pytest.mark.parametrize("src,dst", [("f32", "bf16"), ("bf16", "f32")])
+def test_narrowing_convert_is_no_gemm_prologue(src, dst):
+    """XLA GPU's GemmFusion (IsConversionWorthFusing): a narrowing convert is not fused
+    into a Triton GEMM as a prologue; it joins its producer, whose kernel then writes the
+    narrow type, and the GEMM reads that (our H100 HLO of the LLaMA steps: the softmax
+    and norm kernels write bf16 for the dots). A widening convert is a prologue."""
+    text = GEMM_CONVERTED_OPERAND.replace("SRC", src).replace("DST", dst)
+    ks = kernels(run_annotate(text, fusion="xla-gpu"))
+    gemm = next(k for k in ks if k["kind"] == "gemm")
+    size = {"f32": F32, "bf16": BF16}
+    if size[src] > size[dst]:  # narrowing: exp + convert one loop kernel, the GEMM reads bf16
+        assert len(ks) == 2
+        loop = next(k for k in ks if k["kind"] == "loop")
+        assert loop["root"] == "stablehlo.convert" and loop["bytes_written"] == 512 * 1024 * size[dst]
+        assert gemm["bytes_read"] == (512 * 1024 + 1024 * 256) * size[dst]
+    else:  # widening: the convert is the GEMM's prologue, which reads the bf16 exp result
+        assert len(ks) == 2
+        assert gemm["bytes_read"] == 512 * 1024 * size[src] + 1024 * 256 * size[dst]
+    tpu = kernels(run_annotate(text, fusion="xla-tpu"))  # XLA TPU fuses both into the dot
+    assert len(tpu) == 1
+
+
 CONV_ADD = """
 func.func @main(%x: tensor<8x32x32x64xbf16>, %w: tensor<3x3x64x64xbf16>, %y: tensor<8x32x32x64xbf16>) -> tensor<8x32x32x64xbf16> {
   %c = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[1, 1], [1, 1]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<8x32x32x64xbf16>, tensor<3x3x64x64xbf16>) -> tensor<8x32x32x64xbf16>

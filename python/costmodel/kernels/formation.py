@@ -814,7 +814,8 @@ class _Formation:
                 return single and nd.name in GEMM_PROLOGUE_OPS and all(
                     self.operand_nodes[d][shared] != r for d in g.members[cg] if nodes[d].cls == GEMM
                 )
-            return single and nd.name in GEMM_PROLOGUE_OPS  # Triton GEMM prologue
+            # Triton GEMM prologue (XLA's GemmFusion: IsInputWorthFusing, IsConversionWorthFusing)
+            return single and nd.name in GEMM_PROLOGUE_OPS and self.input_worth_fusing(r)
         if kind == "conv":
             if policy == "xla-tpu":
                 return g.kind[pg] == "loop"
@@ -844,6 +845,20 @@ class _Formation:
         if g.expensive[pg] and g.reuses[cg] and self.reuses_elements(r, cg):
             return False  # the producer is expensive, and the consumer reuses its elements
         return True
+
+    def input_worth_fusing(self, r: int) -> bool:
+        """XLA GPU's GemmFusion (triton_tiling_propagation.cc, IsConversionWorthFusing): a
+        narrowing convert is no Triton GEMM prologue; it rather goes into its producer's
+        kernel, which then writes the narrow type (our H100 HLO of the LLaMA steps: the
+        softmax and norm kernels write bf16 for the dots). The other prologue ops read at
+        most what they write, which IsInputWorthFusing always accepts."""
+        nd = self.nodes[r]
+        if self.policy != "xla-gpu" or nd.name != "stablehlo.convert":
+            return True
+        try:
+            return type_info(_operand_type(nd, 0)).nbytes <= type_info(_result_type(nd, 0)).nbytes
+        except Exception:
+            return True
 
     def reuses_elements(self, r: int, cg: int) -> bool:
         """Does kernel cg read the elements of node r several times? XLA's
