@@ -5,6 +5,7 @@ benchmarks/gpu_measure.py wrote).
 
     python benchmarks/gap_eval.py [--data benchmarks/data/gpu/h100-sxm] [--models resnet18,resnet50] [--mode inference]
     python benchmarks/gap_eval.py --scatters --models llama3-100m,resnet18   # XLA's scatter kernels
+    python benchmarks/gap_eval.py --run train-repeat --models llama3-1b --kernels 5   # the kernel types furthest off
 
 For each measured step (training, or inference with --mode) it lines the profile up with XLA's optimized HLO of the
 same step (both in the data folder): XLA launches the top-level instructions of its
@@ -186,6 +187,14 @@ def evaluate(data: str, hardware: str, model: str, workloads: str, backend, mode
         out["xla_us"][kind] += t_ns / 1e3
         out["xla_GB"][kind] += (k.bytes_read + k.bytes_written) / 1e9
         out["xla_launches"][kind] += 1
+        # per result type, for --kernels: where the rates miss
+        line = re.search(r"\n\s*(?:ROOT )?%" + re.escape(k.name) + r" = (\(?[\w]+\[[\d,]*\])", text)
+        key = (kind, line.group(1).lstrip("(") if line else "?")
+        row = out.setdefault("by_type", {}).setdefault(key, [0, 0.0, 0.0, 0])
+        row[0] += 1
+        row[1] += per.get(k.name, 0.0)
+        row[2] += t_ns / 1e3
+        row[3] += k.bytes_read + k.bytes_written
     for r in predicted_kernels(workload(workloads, model, mode), hardware):
         kind = our_kind(r)
         if kind is None:
@@ -195,6 +204,16 @@ def evaluate(data: str, hardware: str, model: str, workloads: str, backend, mode
         out["ours_GB"][kind] += (r.bytes_read + r.bytes_written) * r.executions / 1e9
         out["ours_launches"][kind] += r.launches * r.executions
     return out
+
+
+def report_types(rec: dict, n: int) -> None:
+    """XLA's kernels grouped by kind and result type, the n whose measured time is
+    furthest from their bytes at the calibrated rates."""
+    rows = sorted(rec.get("by_type", {}).items(), key=lambda kv: -abs(kv[1][1] - kv[1][2]))[:n]
+    print("  XLA's kernels furthest from the calibrated rates (by kind and result type):")
+    for (kind, rtype), (count, meas, cal, nbytes) in rows:
+        print(f"    {count:4d} x {kind:9s} {rtype:34s} {nbytes / 1e9:7.2f} GB {meas / 1e3:8.2f}ms measured "
+              f"({nbytes / max(meas, 1e-9) / 1e3:5.0f} GB/s), {cal / 1e3:8.2f}ms calibrated")
 
 
 def report(rec: dict) -> None:
@@ -299,6 +318,8 @@ def main(argv=None) -> int:
                     help="where the 1-device exports are (exported on first use)")
     ap.add_argument("--mode", choices=("train", "inference"), default="train", help="which measured steps (default train)")
     ap.add_argument("--run", help="the run folder under --data (default: the mode's; e.g. train-repeat)")
+    ap.add_argument("--kernels", type=int, default=0, metavar="N",
+                    help="also list XLA's N kernel types (kind, result type) furthest from the calibrated rates")
     ap.add_argument("--scatters", action="store_true",
                     help="instead: the time per updated element of XLA's scatter kernels beyond their bytes "
                          "(the calibration's scatter_element_ns)")
@@ -326,6 +347,9 @@ def main(argv=None) -> int:
             print(f"{model}: no profile with XLA's HLO in {args.data}/{args.run or args.mode}\n")
             continue
         report(rec)
+        if args.kernels and not rec["mismatches"]:
+            report_types(rec, args.kernels)
+            print()
     return 0
 
 
