@@ -1114,8 +1114,9 @@ def _weight_read_by_a_chain(steps: int, independent: int) -> str:
         )
         cur = f"%r{i}"
     outs = [cur]
+    unary = ("exponential", "tanh", "sine", "cosine", "logistic", "sqrt")  # distinct: nothing for CSE to merge
     for k in range(independent):
-        lines.append(f"    %e{k} = stablehlo.exponential %w : {t}")
+        lines.append(f"    %e{k} = stablehlo.{unary[k % len(unary)]} %w : {t}")
         lines.append(f"    %n{k} = stablehlo.negate %e{k} : {t}")
         outs.append(f"%n{k}")
     lines.append(f"    return {', '.join(outs)} : {', '.join([t] * len(outs))}")
@@ -1181,6 +1182,38 @@ def test_dead_ops_form_no_kernel():
     assert flops == n + (n - 1024)  # the multiply (one per element) + the reduce's adds, still counted
     unfused = run_annotate(DEAD, "a100-40gb", fusion="none")
     assert "dead_op_count" not in summary(unfused)  # per-op costing removes nothing
+
+
+# a table each layer recomputes from the same iota (LLaMA's RoPE cosines), read by two
+# kernels that a reduction separates
+RECOMPUTED_TABLE = """
+func.func @main(%x: tensor<64x128xf32>) -> (tensor<64xf32>, tensor<64x128xf32>) {
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %i1 = stablehlo.iota dim = 1 : tensor<64x128xf32>
+  %c1 = stablehlo.cosine %i1 : tensor<64x128xf32>
+  %a = stablehlo.multiply %x, %c1 : tensor<64x128xf32>
+  %r = stablehlo.reduce(%a init: %z) applies stablehlo.add across dimensions = [1] : (tensor<64x128xf32>, tensor<f32>) -> tensor<64xf32>
+  %rb = stablehlo.broadcast_in_dim %r, dims = [0] : (tensor<64xf32>) -> tensor<64x128xf32>
+  %i2 = stablehlo.iota dim = 1 : tensor<64x128xf32>
+  %c2 = stablehlo.cosine %i2 : tensor<64x128xf32>
+  %b = stablehlo.multiply %rb, %c2 : tensor<64x128xf32>
+  return %r, %b : tensor<64xf32>, tensor<64x128xf32>
+}
+"""
+
+
+def test_equal_computations_are_merged_before_fusion():
+    """XLA's HloCSE runs before fusion: the second cosine of the same iota is the first
+    one (the iotas are numbered alike, not merged); it is dead, and the first is copied
+    into both kernels that read it. Per-op costing keeps both."""
+    a = run_annotate(RECOMPUTED_TABLE, "a100-40gb", fusion="xla-gpu")
+    s = summary(a)
+    assert ir.IntegerAttr(s["dead_op_count"]).value == 2  # the second cosine and its iota
+    cosines = [op for op in a.ops() if op.name == "stablehlo.cosine"]
+    assert "costmodel.kernel" in cosines[0].attributes and "costmodel.kernel" not in cosines[1].attributes
+    n = 64 * 128
+    assert ir.IntegerAttr(s["total_transcendentals"]).value == 2 * n  # both ops' own counts stay
+    assert "dead_op_count" not in summary(run_annotate(RECOMPUTED_TABLE, "a100-40gb", fusion="none"))
 
 
 def test_a_value_read_only_inside_a_region_or_by_a_collective_is_live():

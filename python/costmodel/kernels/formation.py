@@ -524,6 +524,7 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
 
     g.operand_nodes = operand_nodes
     if policy not in ("given", "none"):
+        _cse(nodes, g, operand_nodes, operands_of, types_of, users, external_use, nres, rbytes)
         _remove_dead(nodes, g, users, operand_nodes, outer_users, external_use, nres)
     if policy == "xla-gpu":
         _dot_merger(nodes, g, operand_nodes, types_of)
@@ -574,6 +575,55 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
 
 # Ops without side effects: removed by XLA's HloDCE when nothing reads their results.
 _PURE_CLASSES = frozenset({FREE, ELEMENTWISE, MOVEMENT, REDUCE, GEMM, CONV})
+
+
+# Ops that priority fusion copies into every consumer anyway: CSE numbers them (so that
+# equal computations over them are found) but leaves each where it is.
+_CSE_KEEP = frozenset({"stablehlo.constant", "stablehlo.broadcast_in_dim", "stablehlo.broadcast", "stablehlo.iota"})
+
+
+def _cse(nodes, g, operand_nodes, operands_of, types_of, users, external_use, nres, rbytes) -> int:
+    """XLA's HloCSE, which runs before fusion: an op equal to an earlier one (same name,
+    attributes, operand values and result types; pure, one result, no regions) is
+    replaced by it, its readers reading the earlier op instead (then it has no readers,
+    and _remove_dead drops it). A JAX export recomputes per layer what does not depend
+    on the layer (LLaMA's RoPE tables: 56 kernels of ours, 2 in XLA's H100 HLO of the
+    llama3-100m step). Constants, broadcasts and iotas are numbered, not merged: they
+    are copied into their consumers anyway, and one merged across a step's forward and
+    backward would be a buffer kept alive between them wherever a consumer cannot take
+    it (a library call, an in-place scatter). Returns the number of ops merged."""
+    seen: dict = {}
+    number: dict = {}  # node -> the node it equals (itself if first)
+    merged = 0
+    opfacts = g.opfacts
+    for j, nd in enumerate(nodes):
+        if nres[j] != 1 or external_use[j] or nd.cls not in _PURE_CLASSES or nd.name in TERMINATORS:
+            continue
+        op = nd.op
+        if len(op.regions):
+            continue  # computations are not compared
+        try:
+            attrs = op.attributes
+            akey = tuple((a, attrs[a]) for a in attrs)
+            okey = tuple(("n", number.get(i, i)) if i is not None else ("v", v)
+                         for i, v in zip(operand_nodes[j], operands_of[j]))
+            key = (nd.name, okey, akey, types_of[j][1])
+            r = seen.get(key)
+        except TypeError:  # an unhashable attribute: not compared
+            continue
+        if r is None:
+            seen[key] = j
+            continue
+        number[j] = r
+        if nd.name in _CSE_KEEP:
+            continue
+        for u in dict.fromkeys(users[j]):  # its readers read r
+            operand_nodes[u] = [r if i == j else i for i in operand_nodes[u]]
+            opfacts[u] = [(r, r, rbytes[r]) if src == j else (k, src, b) for k, src, b in opfacts[u]]
+        users[r].extend(users[j])
+        users[j] = []
+        merged += 1
+    return merged
 
 
 def _remove_dead(nodes, g, users, operand_nodes, outer_users, external_use, nres) -> None:
