@@ -583,31 +583,35 @@ _CSE_KEEP = frozenset({"stablehlo.constant", "stablehlo.broadcast_in_dim", "stab
 
 
 def _cse(nodes, g, operand_nodes, operands_of, types_of, users, external_use, nres, rbytes) -> int:
-    """XLA's HloCSE, which runs before fusion: an op equal to an earlier one (same name,
-    attributes, operand values and result types; pure, one result, no regions) is
-    replaced by it, its readers reading the earlier op instead (then it has no readers,
-    and _remove_dead drops it). A JAX export recomputes per layer what does not depend
-    on the layer (LLaMA's RoPE tables: 56 kernels of ours, 2 in XLA's H100 HLO of the
-    llama3-100m step). Constants, broadcasts and iotas are numbered, not merged: they
-    are copied into their consumers anyway, and one merged across a step's forward and
-    backward would be a buffer kept alive between them wherever a consumer cannot take
-    it (a library call, an in-place scatter). Returns the number of ops merged."""
+    """XLA's HloCSE, which runs before fusion, on the computations that read no value of
+    the program (constants, iotas and what is computed from them only): an op (pure, one
+    result, no regions) with the name, attributes, operands and result types of an
+    earlier one is that one; its readers read the earlier op instead, and it is dead
+    (_remove_dead drops it). A JAX export recomputes per layer what does not depend on
+    the layer (LLaMA's RoPE tables: 56 kernels of ours, 2 in XLA's H100 HLO of the
+    llama3-100m step). Constants, broadcasts and iotas are numbered, not merged (priority
+    fusion copies them into every consumer anyway). XLA merges equal ops over the
+    program's values too; merging those here (a batch norm's forward and backward
+    converts of one activation) kept f32 copies alive across a step in `costmodel
+    memory`, where XLA converts inside each kernel. Returns the number of ops merged."""
     seen: dict = {}
     number: dict = {}  # node -> the node it equals (itself if first)
+    constant = [False] * len(nodes)  # reads no value of the program, through any chain
     merged = 0
     opfacts = g.opfacts
     for j, nd in enumerate(nodes):
-        if nres[j] != 1 or external_use[j] or nd.cls not in _PURE_CLASSES or nd.name in TERMINATORS:
+        ops_j = operand_nodes[j]
+        constant[j] = all(i is not None and constant[i] for i in ops_j) and nd.cls in _PURE_CLASSES and nres[j] == 1
+        if not constant[j] or external_use[j] or nd.name in TERMINATORS:
             continue
         op = nd.op
         if len(op.regions):
+            constant[j] = False
             continue  # computations are not compared
         try:
             attrs = op.attributes
             akey = tuple((a, attrs[a]) for a in attrs)
-            okey = tuple(("n", number.get(i, i)) if i is not None else ("v", v)
-                         for i, v in zip(operand_nodes[j], operands_of[j]))
-            key = (nd.name, okey, akey, types_of[j][1])
+            key = (nd.name, tuple(number.get(i, i) for i in ops_j), akey, types_of[j][1])
             r = seen.get(key)
         except TypeError:  # an unhashable attribute: not compared
             continue
