@@ -142,10 +142,10 @@ def our_kind(row) -> str | None:
     return "loop"
 
 
-def evaluate(data: str, hardware: str, model: str, workloads: str, backend, mode: str = "train",
-             run: str | None = None) -> dict | None:
-    from costmodel.rules import OpCost
-
+def load_step(data: str, model: str, mode: str = "train", run: str | None = None):
+    """(HLO text, GPU events in time order, steps) of a measured step's profile and XLA's
+    optimized HLO, from the run folder (default: the mode's) under `data`; None when the
+    folder has not both."""
     traces = tar_members(os.path.join(data, run or mode, "traces.tar"))
     hlos = tar_members(os.path.join(data, run or mode, "hlo.tar"))
     tname = next((t for t in traces if t.startswith(f"{model}_{mode}_1_device_")), None)
@@ -154,7 +154,17 @@ def evaluate(data: str, hardware: str, model: str, workloads: str, backend, mode
         return None
     steps = int(re.search(r"_(\d+)_steps", tname).group(1))
     events = sorted(gpu_events(traces[tname]), key=lambda e: float(e["ts"]))
-    text = gzip.decompress(hlos[hname]).decode()
+    return gzip.decompress(hlos[hname]).decode(), events, steps
+
+
+def evaluate(data: str, hardware: str, model: str, workloads: str, backend, mode: str = "train",
+             run: str | None = None) -> dict | None:
+    from costmodel.rules import OpCost
+
+    loaded = load_step(data, model, mode, run)
+    if loaded is None:
+        return None
+    text, events, steps = loaded
     per, kernels, bad, memset = align(text, events, steps)
     if bad:
         return {"model": model, "mode": mode, "mismatches": bad}
@@ -282,20 +292,16 @@ def scatter_kernels(hlo_text: str, per: dict, kernels) -> list[dict]:
     return out
 
 
-def report_scatters(data: str, hardware: str, model: str, backend) -> None:
+def report_scatters(data: str, model: str, backend, mode: str = "train", run: str | None = None) -> None:
     """The time per updated element of XLA's scatter kernels beyond their bytes and
     launch at the calibrated rates: (measured - launch - moved bytes / bandwidth) /
     elements."""
-    traces = tar_members(os.path.join(data, "train", "traces.tar"))
-    hlos = tar_members(os.path.join(data, "train", "hlo.tar"))
-    tname = next((t for t in traces if t.startswith(f"{model}_train_1_device_")), None)
-    hname = f"{model}_train_1_device.hlo.txt.gz"
-    if tname is None or hname not in hlos:
-        print(f"{model}: no profile with XLA's HLO in {data}/train")
+    loaded = load_step(data, model, mode, run)
+    if loaded is None:
+        print(f"{model}: no profile with XLA's HLO in {data}/{run or mode}")
         return
-    steps = int(re.search(r"_(\d+)_steps", tname).group(1))
-    text = gzip.decompress(hlos[hname]).decode()
-    per, kernels, bad, _ = align(text, sorted(gpu_events(traces[tname]), key=lambda e: float(e["ts"])), steps)
+    text, events, steps = loaded
+    per, kernels, bad, _ = align(text, events, steps)
     if bad:
         print(f"{model}: the profile does not line up with XLA's schedule ({bad} mismatches)")
         return
@@ -339,7 +345,7 @@ def main(argv=None) -> int:
     print(f"calibrated backend, {hardware}; measured: {args.data}\n")
     if args.scatters:
         for model in filter(None, args.models.split(",")):
-            report_scatters(args.data, hardware, model, backend)
+            report_scatters(args.data, model, backend, args.mode, args.run)
         return 0
     for model in filter(None, args.models.split(",")):
         rec = evaluate(args.data, hardware, model, args.workloads, backend, args.mode, args.run)
