@@ -366,6 +366,9 @@ def _predict(
                         )
                     s = _summary(clone)
                     rows.append(_row(label, spec, hw, backend, s, report, result, mm_dtype, sets or []))
+                    gap = _unmeasured_scatters(clone, hw, backend) if s.get("kernel_count") else None
+                    if gap:
+                        rows[-1].notes.append(gap)
                     if not top_kernels and s.get("kernel_count"):
                         top_kernels = [k.to_dict() for k in collect_kernels(clone)[:top]]
                         top_of = f"{label} / {backend}"
@@ -411,6 +414,21 @@ def _peak_memory(module) -> int | None:
     except ImportError:
         return None
     return peak_memory(module).peak_bytes
+
+
+def _unmeasured_scatters(module, hw, backend: str) -> str | None:
+    """A note when the calibrated backend times scatters on hardware without a measured
+    scatter_element_ns: their atomic updates are then costed by their bytes only (on an
+    H100, the ResNet max-pool gradient's take 0.8 ms more; docs/backends.md)."""
+    if backend != "calibrated" or "scatter_element_ns" in hw.calibration:
+        return None
+    from .kernels.report import collect_kernels
+
+    n = sum(int(k.detail.get("scatter_elements", 0) * k.executions) for k in collect_kernels(module))
+    if not n:
+        return None
+    return (f"{n:,} elements updated by scatters are costed by their bytes only: {hw.name} has no measured "
+            "scatter_element_ns for their atomic updates (docs/backends.md), so this step is likely low")
 
 
 def _row(label, spec, hw, backend, s, report, result, mm_dtype, sets) -> Row:
