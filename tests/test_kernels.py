@@ -716,12 +716,50 @@ func.func @main(%x: tensor<8x32x32x64xbf16>, %w: tensor<3x3x64x64xbf16>, %y: ten
 """
 
 
-@pytest.mark.parametrize("fusion,count", [("xla-gpu", 2), ("xla-tpu", 1)])
+@pytest.mark.parametrize("fusion,count", [("xla-gpu", 1), ("xla-tpu", 1)])
 def test_convolution_epilogue_gpu_vs_tpu(fusion, count):
+    """On TPU a convolution takes elementwise consumers. On GPU the add of a forward
+    convolution's result and another value is cuDNN's side input (XLA's
+    CudnnFusedConvRewriter, FuseBiasOrSideInput: `__cudnn$convBiasActivationForward`):
+    one call that reads x, w and y and writes the sum."""
     a = run_annotate(CONV_ADD, fusion=fusion)
     ks = kernels(a)
     assert len(ks) == count
     assert "conv" in {k["kind"] for k in ks}
+    if fusion == "xla-gpu":
+        (k,) = ks
+        act = 8 * 32 * 32 * 64 * BF16
+        assert k["bytes_read"] == act + 3 * 3 * 64 * 64 * BF16 + act  # x, w, the side input y
+        assert k["bytes_written"] == act  # the sum; the convolution's own result never leaves
+
+
+def test_convolution_side_input_only_when_the_add_is_its_only_reader():
+    """FuseBiasOrSideInput wants the convolution's result read by the add alone
+    (WithOneUse): returned as well, it is written, and the add is a loop kernel."""
+    text = CONV_ADD.replace("-> tensor<8x32x32x64xbf16> {", "-> (tensor<8x32x32x64xbf16>, tensor<8x32x32x64xbf16>) {")
+    text = text.replace("return %0 : tensor<8x32x32x64xbf16>", "return %0, %c : tensor<8x32x32x64xbf16>, tensor<8x32x32x64xbf16>")
+    ks = kernels(run_annotate(text, fusion="xla-gpu"))
+    assert sorted(k["kind"] for k in ks) == ["conv", "loop"]
+
+
+def test_one_by_one_input_gradient_is_a_forward_convolution():
+    """JAX's input gradient reverses the filter's taps; for 1x1 taps that reverse is a
+    no-op, which XLA's simplifier removes before its conv rewriter, so a 1x1 stride-1
+    input gradient runs as a forward convolution (the H100 HLO of resnet50: its 1x1
+    input gradients are `__cudnn$convForward`, 16 of them with the residual gradient's
+    add as side input)."""
+    text = """
+func.func @main(%dy: tensor<8x14x14x256xbf16>, %w: tensor<1x1x64x256xbf16>) -> tensor<8x14x14x64xbf16> {
+  %r = stablehlo.reverse %w, dims = [0, 1] : tensor<1x1x64x256xbf16>
+  %dx = stablehlo.convolution(%dy, %r) dim_numbers = [b, 0, 1, f]x[0, 1, o, i]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[0, 0], [0, 0]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<8x14x14x256xbf16>, tensor<1x1x64x256xbf16>) -> tensor<8x14x14x64xbf16>
+  return %dx : tensor<8x14x14x64xbf16>
+}
+"""
+    convs = [k for k in kernels(run_annotate(text, fusion="xla-gpu")) if k["kind"] == "conv"]
+    assert [k["conv"] for k in convs] == ["forward"]
+    three = text.replace("1x1x64x256", "3x3x64x256").replace("pad = [[0, 0], [0, 0]]", "pad = [[1, 1], [1, 1]]")
+    convs = [k for k in kernels(run_annotate(three, fusion="xla-gpu")) if k["kind"] == "conv"]
+    assert [k["conv"] for k in convs] == ["backward_input"]  # 3x3 taps: a real reverse
 
 
 @pytest.mark.parametrize("fusion,launches", [("xla-gpu", 2), ("xla-tpu", 1)])

@@ -528,6 +528,7 @@ def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
         _remove_dead(nodes, g, users, operand_nodes, outer_users, external_use, nres)
     if policy == "xla-gpu":
         _dot_merger(nodes, g, operand_nodes, types_of)
+        _fuse_conv_side_input(nodes, g, users, operand_nodes, external_use)
     absorbed = [False] * n
     if policy not in ("given", "none"):
         st = _Formation(nodes, g, users, operand_nodes, external_use, absorbed, policy)
@@ -1728,6 +1729,36 @@ def _make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, 
 _SLICE_FUSING_CLASSES = frozenset({ELEMENTWISE, MOVEMENT, REDUCE, FREE})
 
 
+def _fuse_conv_side_input(nodes, g: _Groups, users, operand_nodes, external_use) -> int:
+    """XLA GPU's CudnnFusedConvRewriter (FuseBiasOrSideInput), which runs before fusion:
+    an add of a forward convolution's result (read by nothing else) and another value of
+    its type becomes one cuDNN call (`__cudnn$convBiasActivationForward`) that reads that
+    value as its side input and writes the sum. In XLA's H100 HLO of the resnet50 step,
+    16 such calls: the 1x1 input gradients (forward convolutions, _conv_kind) added to
+    the residual gradient. Returns the number of adds taken."""
+    taken = 0
+    for c, nd in enumerate(nodes):
+        if nd.cls != CONV or nd.dead or external_use[c] or len(users[c]) != 1:
+            continue
+        a = users[c][0]
+        add = nodes[a]
+        if add.name != "stablehlo.add" or add.dead or operand_nodes[a].count(c) != 1:
+            continue
+        if g.find(a) != a or g.find(c) != c or g.size[c] != 1:
+            continue
+        try:
+            if _result_type(add, 0) != _result_type(nd, 0):
+                continue
+        except Exception:
+            continue
+        shape = _gemm_shape(nd)
+        if shape is None or shape.conv_kind != "forward":
+            continue
+        g.merge_into(a, c, "conv")
+        taken += 1
+    return taken
+
+
 def _dot_merger(nodes, g: _Groups, operand_nodes, types_of) -> None:
     """XLA GPU's DotMerger, which runs before fusion: dots that read the same operand (in
     the same position) with the same dimension numbers, precision and element types,
@@ -2118,7 +2149,10 @@ def _conv_kind(op, dn, lhs, rhs, out) -> str:
         name = producer.name if producer is not None else ""
         reversed_filter = False
         if name == "stablehlo.reverse":
-            reversed_filter = sorted(_i64_list(producer, "dimensions") or []) == sorted(dn.kernel_spatial_dimensions)
+            # a reverse of 1x1 taps is a no-op, which XLA's AlgebraicSimplifier removes
+            # before the conv rewriter: a 1x1 stride-1 input gradient is a forward conv
+            reversed_filter = (sorted(_i64_list(producer, "dimensions") or []) == sorted(dn.kernel_spatial_dimensions)
+                               and any(kd != 1 for kd in kernel))
         base_dilated = any(d != 1 for d in lhs_dil)
         if reversed_filter or (base_dilated and (name == "stablehlo.constant" or all(kd == 1 for kd in kernel))):
             return "backward_input"
