@@ -175,14 +175,41 @@ def evaluate(data: str, hardware: str, model: str, workloads: str, backend, mode
         out[key] = zero()
     out["measured_us"]["memset"] = memset
     # the GPU's idle time: the time between the first kernel's start and the last one's
-    # end when no kernel runs (kernels of two streams may overlap)
-    idle, end = 0.0, None
+    # end when no kernel runs (kernels of two streams may overlap); split into the gaps
+    # at the boundary of a library call launched on its own (a cuDNN call: the profile
+    # names its op; XLA's fusions and cuBLAS calls run in command buffers), the gaps
+    # between the events of one such call, and the rest
+    library_ops = {k.name for k in kernels if k.opcode == "custom-call"}
+    gaps = {"boundary": [0.0, 0], "within": [0.0, 0], "other": [0.0, 0]}
+    idle, end, prev = 0.0, None, None
     for e in events:
         t0, t1 = float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))
         if end is not None and t0 > end:
             idle += t0 - end
+            a, b = prev["args"].get("hlo_op"), e["args"].get("hlo_op")
+            where = ("within" if a == b and a in library_ops else
+                     "boundary" if a in library_ops or b in library_ops else "other")
+            gaps[where][0] += t0 - end
+            gaps[where][1] += 1
         end = t1 if end is None else max(end, t1)
+        prev = e
     out["idle_us"] = idle / steps
+    out["idle_gaps"] = {k: (v[0] / steps, v[1] / steps) for k, v in gaps.items()}
+    # the library calls' helper kernels and memsets: every event of a call but its longest
+    calls: dict = {}
+    for e in events:
+        op = e["args"].get("hlo_op")
+        if op in library_ops:
+            calls.setdefault(op, []).append(float(e.get("dur", 0)))
+    per_call: dict = {}
+    for op, ds in calls.items():
+        n = max(1, len(ds) // steps)  # events per call
+        for i in range(steps):
+            one = ds[i * n:(i + 1) * n]
+            if len(one) > 1:
+                per_call.setdefault(op, []).extend(sorted(one)[:-1])
+    helpers = [d for ds in per_call.values() for d in ds]
+    out["library_helpers"] = (sum(helpers) / steps, len(helpers) / steps)
     # XLA's scatter kernels pay the calibrated atomic update per element too
     atomic = {sc["name"]: 0 if sc["unique"] else sc["elements"] for sc in scatter_kernels(text, per, kernels)}
     for k in kernels:
@@ -252,6 +279,16 @@ def report(rec: dict) -> None:
           f"measured {mc / 1e3:.2f}ms, ours {oc / 1e3:.2f}ms ({(oc - mc) / 1e3:+.2f}ms)")
     print(f"  GPU idle between kernels (no kernel running, first kernel to last, per step): {rec['idle_us'] / 1e3:.2f}ms "
           "(in a step's wall time; not modeled)")
+    g = rec["idle_gaps"]
+    parts = [f"{what} {g[key][0] / 1e3:.2f}ms in {g[key][1]:.0f} gaps ({g[key][0] / max(g[key][1], 1):.2f} us each)"
+             for key, what in (("boundary", "at library-call boundaries"), ("within", "within library calls"),
+                               ("other", "elsewhere")) if g[key][1]]
+    if parts:
+        print("    " + "; ".join(parts))
+    h_us, h_n = rec["library_helpers"]
+    if h_n:
+        print(f"  library calls' helper kernels and memsets (every event of a call but its longest): "
+              f"{h_n:.0f} per step, {h_us / 1e3:.2f}ms ({h_us / h_n:.1f} us each)")
     print(f"  step error from these parts: {(tot[2] - tot[0] + oc - mc) / 1e3:+.2f}ms"
           f" = rates {tot[3] / 1e3:+.2f} + formation {tot[4] / 1e3:+.2f} + library calls {(oc - mc) / 1e3:+.2f}")
     print()
