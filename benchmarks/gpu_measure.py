@@ -272,12 +272,10 @@ def micro_matmul(smoke: bool) -> None:
     log("matmul: " + ", ".join(f"{r['m']} {r['TFLOPS']:.0f}" for r in rows))
 
 
-def profiled_kernels(fn, args, calls: int) -> list[tuple[str, float]] | None:
-    """[(kernel name, us)] of the GPU kernels of `calls` profiled calls, in order (memsets
-    and copies left out); None when the profile has no GPU line (on a CPU)."""
+def profiled(fn, args, calls: int, read):
+    """read(trace_dir) of a profile of `calls` calls of fn (jax's profiler, Perfetto
+    trace), the trace removed afterwards."""
     import jax
-
-    from costmodel.learn.gpu import gpu_kernel_events
 
     trace_dir = tempfile.mkdtemp(prefix="trace_micro_")
     try:
@@ -286,10 +284,18 @@ def profiled_kernels(fn, args, calls: int) -> list[tuple[str, float]] | None:
             for _ in range(calls):
                 out = fn(*args)
             jax.block_until_ready(out)
-        by_module = gpu_kernel_events(trace_dir)
-        return None if by_module is None else [k for per_module in by_module.values() for k in per_module]
+        return read(trace_dir)
     finally:
         shutil.rmtree(trace_dir, ignore_errors=True)
+
+
+def profiled_kernels(fn, args, calls: int) -> list[tuple[str, float]] | None:
+    """[(kernel name, us)] of the GPU kernels of `calls` profiled calls, in order (memsets
+    and copies left out); None when the profile has no GPU line (on a CPU)."""
+    from costmodel.learn.gpu import gpu_kernel_events
+
+    by_module = profiled(fn, args, calls, gpu_kernel_events)
+    return None if by_module is None else [k for per_module in by_module.values() for k in per_module]
 
 
 def kernel_time_per_call(fn, args, calls: int) -> tuple[float, float]:
@@ -468,32 +474,13 @@ def micro_pool(smoke: bool) -> None:
 def profiled_timeline(fn, args, calls: int) -> list[tuple[str, float, float, str]] | None:
     """[(name, start us, duration us, hlo_op)] of every GPU event (kernels, memsets,
     copies) of `calls` profiled calls, in time order; None without a GPU line."""
-    import glob as _glob
+    from costmodel.learn.gpu import gpu_trace_events
 
-    import jax
-
-    trace_dir = tempfile.mkdtemp(prefix="trace_gaps_")
-    try:
-        with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
-            out = None
-            for _ in range(calls):
-                out = fn(*args)
-            jax.block_until_ready(out)
-        found = _glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True)
-        if not found:
-            return None
-        with gzip.open(found[0], "rt") as f:
-            data = json.load(f)
-        events = data["traceEvents"] if isinstance(data, dict) else data
-        gpu = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
-               and "gpu" in str(e.get("args", {}).get("name", "")).lower()}
-        if not gpu:
-            return None
-        rows = [(str(e.get("name", "")), float(e.get("ts", 0.0)), float(e.get("dur", 0.0)),
-                 str(e.get("args", {}).get("hlo_op", ""))) for e in events if e.get("ph") == "X" and e.get("pid") in gpu]
-        return sorted(rows, key=lambda r: r[1])
-    finally:
-        shutil.rmtree(trace_dir, ignore_errors=True)
+    events = profiled(fn, args, calls, gpu_trace_events)
+    if events is None:
+        return None
+    return [(str(e.get("name", "")), float(e.get("ts", 0.0)), float(e.get("dur", 0.0)),
+             str(e.get("args", {}).get("hlo_op", ""))) for e in events]
 
 
 def idle_us(rows) -> float:

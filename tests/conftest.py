@@ -153,3 +153,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     n = getattr(config, "_costmodel_no_astra_sim", 0)
     if n:
         terminalreporter.write_line(f"{n} tests deselected: {_NO_ASTRA_SIM}")
+
+
+# a bf16 scatter-add of 1024 rows of 64 into a 4096 x 64 table (unique_indices = UNIQUE:
+# true or false)
+SCATTER_ADD = """
+func.func @main(%t: tensor<4096x64xbf16>, %i: tensor<1024x1xi32>, %u: tensor<1024x64xbf16>) -> tensor<4096x64xbf16> {
+  %0 = "stablehlo.scatter"(%t, %i, %u) <{indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, unique_indices = UNIQUE}> ({
+  ^bb0(%a: tensor<bf16>, %b: tensor<bf16>):
+    %s = stablehlo.add %a, %b : tensor<bf16>
+    stablehlo.return %s : tensor<bf16>
+  }) : (tensor<4096x64xbf16>, tensor<1024x1xi32>, tensor<1024x64xbf16>) -> tensor<4096x64xbf16>
+  return %0 : tensor<4096x64xbf16>
+}
+"""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import run_annotate
+from conftest import SCATTER_ADD, run_annotate
 from costmodel.backends import BackendError, make_backend
 from costmodel.hardware import load_hardware
 from costmodel.ir import ir
@@ -132,18 +132,6 @@ func.func @main(%x: tensor<{n}xf32>) -> tensor<{n}xf32> {{
     flops_ns = n / (spec.peak_TFLOPS("vector", "f32") * 1e3)
     expected = memory_ns + flops_ns - cal["compute_memory_overlap"] * flops_ns + cal["kernel_launch_ns"]
     assert a.totals.time_ns == pytest.approx(expected)
-
-
-SCATTER_ADD = """
-func.func @main(%t: tensor<4096x64xbf16>, %i: tensor<1024x1xi32>, %u: tensor<1024x64xbf16>) -> tensor<4096x64xbf16> {
-  %0 = "stablehlo.scatter"(%t, %i, %u) <{indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, unique_indices = UNIQUE}> ({
-  ^bb0(%a: tensor<bf16>, %b: tensor<bf16>):
-    %s = stablehlo.add %a, %b : tensor<bf16>
-    stablehlo.return %s : tensor<bf16>
-  }) : (tensor<4096x64xbf16>, tensor<1024x1xi32>, tensor<1024x64xbf16>) -> tensor<4096x64xbf16>
-  return %0 : tensor<4096x64xbf16>
-}
-"""
 
 
 @pytest.mark.parametrize("unique", [False, True])

@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from conftest import SCATTER_ADD
 from costmodel import cli
 from costmodel.predict import SCHEMA, predict
 
@@ -199,16 +200,7 @@ def test_unmeasured_scatter_atomics_are_said(tmp_path):
     spec has measured them (scatter_element_ns: the H100, not the A100); elsewhere the
     row says that it lacks them. The roofline, a lower bound by design, says nothing."""
     p = tmp_path / "scatter.mlir"
-    p.write_text("""
-func.func @main(%t: tensor<4096x64xbf16>, %i: tensor<1024x1xi32>, %u: tensor<1024x64xbf16>) -> tensor<4096x64xbf16> {
-  %0 = "stablehlo.scatter"(%t, %i, %u) <{indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, unique_indices = false}> ({
-  ^bb0(%a: tensor<bf16>, %b: tensor<bf16>):
-    %s = stablehlo.add %a, %b : tensor<bf16>
-    stablehlo.return %s : tensor<bf16>
-  }) : (tensor<4096x64xbf16>, tensor<1024x1xi32>, tensor<1024x64xbf16>) -> tensor<4096x64xbf16>
-  return %0 : tensor<4096x64xbf16>
-}
-""")
+    p.write_text(SCATTER_ADD.replace("UNIQUE", "false"))
     res = predict(str(p), systems=["a100-40gb-x4", "h100-sxm-x4"], backends=["roofline", "calibrated"], top=1)
     notes = {(r.system, r.backend): " ".join(r.notes) for r in res.rows}
     assert f"{1024 * 64:,} elements updated by scatters" in notes[("a100-40gb-x4", "calibrated")]

@@ -612,6 +612,23 @@ def count_attr(value: int):
     return f64_attr(float(value))
 
 
+def dict_attr_values(d, skip=()) -> dict:
+    """{name: value} of a DictAttr's bool, integer, float and string entries (others and
+    the names in `skip` left out)."""
+    out = {}
+    for i in range(len(d)):
+        entry = d[i]
+        if entry.name in skip:
+            continue
+        for cast in (ir.BoolAttr, ir.IntegerAttr, ir.FloatAttr, ir.StringAttr):
+            try:
+                out[entry.name] = cast(entry.attr).value
+                break
+            except (ValueError, TypeError):
+                continue
+    return out
+
+
 def attr_number(attr) -> int | float:
     """The value of an integer or float attribute (counts may be either, see count_attr)."""
     try:

@@ -175,17 +175,9 @@ def apply_overrides(system: str, sets: list[str], tmpdir: str) -> tuple[str, str
 def _summary(module) -> dict:
     from .engine import SUMMARY_ATTR
 
-    d = ir.DictAttr(module.attributes[SUMMARY_ATTR])
-    out = {}
-    for i in range(len(d)):
-        named = d[i]
-        for cast in (ir.IntegerAttr, ir.FloatAttr, ir.StringAttr):
-            try:
-                out[named.name] = cast(named.attr).value
-                break
-            except (ValueError, TypeError):
-                continue
-    return out
+    from .ir import dict_attr_values
+
+    return dict_attr_values(ir.DictAttr(module.attributes[SUMMARY_ATTR]))
 
 
 def _matrix_dtype(module) -> str:

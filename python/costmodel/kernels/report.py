@@ -87,18 +87,9 @@ _ROW_KEYS = frozenset({"id", "kind", "time_ns", "bound", "flops", "transcendenta
 
 def _detail(d) -> dict:
     """The other entries of a costmodel.kernel_cost dict, as plain Python values."""
-    out = {}
-    for i in range(len(d)):
-        entry = d[i]
-        if entry.name in _ROW_KEYS:
-            continue
-        for cast in (ir.BoolAttr, ir.StringAttr, ir.IntegerAttr, ir.FloatAttr):
-            try:
-                out[entry.name] = cast(entry.attr).value
-                break
-            except (ValueError, TypeError):
-                continue
-    return out
+    from ..ir import dict_attr_values
+
+    return dict_attr_values(d, skip=_ROW_KEYS)
 
 
 def collect_kernels(module) -> list[KernelRow]:

@@ -269,9 +269,9 @@ def gpu_kernel_times(trace_dir: str) -> dict[str, list[float]] | None:
     return None if events is None else {mod: [d for _name, d in ks] for mod, ks in events.items()}
 
 
-def gpu_kernel_events(trace_dir: str) -> dict[str, list[tuple[str, float]]] | None:
-    """{hlo_module: [(kernel name, duration us) of each GPU kernel, in order]}, memsets and
-    copies left out; None without a GPU line."""
+def gpu_trace_events(trace_dir: str) -> list[dict] | None:
+    """Every GPU event (kernels, memsets, copies) of the profiler's Perfetto trace under
+    trace_dir, in time order; None without a trace or a GPU line."""
     found = glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True)
     if not found:
         return None
@@ -282,8 +282,17 @@ def gpu_kernel_events(trace_dir: str) -> dict[str, list[tuple[str, float]]] | No
            and "gpu" in str(e.get("args", {}).get("name", "")).lower()}
     if not gpu:
         return None
+    return sorted((e for e in events if e.get("ph") == "X" and e.get("pid") in gpu), key=lambda e: e.get("ts", 0))
+
+
+def gpu_kernel_events(trace_dir: str) -> dict[str, list[tuple[str, float]]] | None:
+    """{hlo_module: [(kernel name, duration us) of each GPU kernel, in order]}, memsets and
+    copies left out; None without a GPU line."""
+    events = gpu_trace_events(trace_dir)
+    if events is None:
+        return None
     out: dict[str, list] = {}
-    for e in sorted((e for e in events if e.get("ph") == "X" and e.get("pid") in gpu), key=lambda e: e.get("ts", 0)):
+    for e in events:
         if str(e.get("name", "")).lower().startswith(("memset", "memcpy")):
             continue
         mod = str(e.get("args", {}).get("hlo_module", ""))
