@@ -43,7 +43,7 @@ CHAKRA_OPTIONS = (
         "chakra-dir",
         str,
         "",
-        "trace directory (default: <output stem>.chakra/ beside -o, else ./chakra/)",
+        "trace directory (default: <output stem>.chakra/ beside a -o file, else ./chakra/)",
     ),
     PassOption("chakra-prefix", str, "trace", "trace file prefix: DIR/<prefix>.<rank>.et"),
     PassOption("granularity", str, "region", "compute nodes: op (one per op) or region (merged chains)"),

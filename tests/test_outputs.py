@@ -268,3 +268,14 @@ def test_simulate_trace_to_dev_null_and_symlink(tmp_path):
     assert r.returncode == 0, r.stderr
     assert os.path.islink(tmp_path / "link.json")
     assert json.loads((tmp_path / "real.json").read_text())["traceEvents"]
+
+
+@pytest.mark.parametrize("target", ["/dev/null", "/dev/stdout"])
+def test_default_trace_dir_of_a_device_output_is_the_working_directory(tmp_path, target):
+    """`-o /dev/null` with extract-collectives and no chakra-dir: the trace goes to
+    ./chakra/ as for stdout, never into a `/dev/null.chakra/` folder beside the device."""
+    r = _run(OPT + [SHARDED, "--propagate-shardings", "--extract-collectives=system=dgx-h100", "-o", target], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "chakra" / "manifest.json").is_file()
+    assert not os.path.exists(target + ".chakra")
+    assert _is_char_device("/dev/null")

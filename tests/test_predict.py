@@ -242,3 +242,38 @@ def test_table_unit_follows_the_step(tmp_path, model):
     slow = dataclasses.replace(res, rows=[dataclasses.replace(row, step_time_ms=12.5, compute_ms=12.5)])
     table = render_table(slow)
     assert "   12.50ms" in table and "note: times in" not in table
+
+
+def test_a_step_below_the_trace_resolution_keeps_mfu_and_shares_sane(tmp_path):
+    """Kernels shorter than the Chakra trace's microsecond round to (almost) nothing in the
+    simulated step; MFU and the top kernels' shares then divide by the kernels' own time
+    (never an MFU above 100%), and a note says so."""
+    from costmodel.predict import render_table
+
+    p = tmp_path / "tiny.mlir"
+    p.write_text("""
+func.func @main(%a: tensor<128x128xf32>, %b: tensor<128x128xf32>) -> tensor<128x128xf32> {
+  %d = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<128x128xf32>, tensor<128x128xf32>) -> tensor<128x128xf32>
+  %e = stablehlo.exponential %d : tensor<128x128xf32>
+  return %e : tensor<128x128xf32>
+}
+""")
+    res = predict(str(p), systems=["a100-40gb-x4"], backends=["roofline"], top=2)
+    (row,) = res.rows
+    assert row.step_time_ms < 1e-3 and row.kernel_time_ms > row.step_time_ms
+    flops = 2 * 128 * 128 * 128  # one FMA = 2 flops
+    assert row.total_flops >= flops
+    assert 0 < row.mfu <= 1.0
+    assert any("below the Chakra trace's resolution" in n for n in row.notes)
+    shares = [float(w.rstrip("%")) for line in render_table(res).splitlines() for w in line.split() if w.endswith("%") and line.strip()[:1].isdigit()]
+    assert shares and all(s <= 100.0 for s in shares)
+
+
+def test_kernel_time_is_in_every_row(model):
+    """`kernel_time_ms` is annotate-cost's total_time_ns: the kernels' own time, of which
+    the simulated compute is the whole-microsecond rounding."""
+    res = predict(model, systems=["h100-sxm-x4"], backends=["calibrated"])
+    (row,) = res.rows
+    assert row.kernel_time_ms > 0
+    assert abs(row.compute_ms - row.kernel_time_ms) <= 1e-3 * (1 + row.kernel_count)  # < 1 us per kernel
+    assert not any("resolution" in n for n in row.notes)

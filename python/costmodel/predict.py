@@ -48,6 +48,11 @@ class Row:
     total_flops: int
     mfu: float
     memory_bound_share: float
+    # the kernels' own time per device (annotate-cost's total_time_ns); the simulated
+    # compute is this in the trace's whole microseconds. MFU and the top kernels' shares
+    # divide by the larger of it and the step, so that a step shorter than the trace's
+    # resolution does not read as an MFU above 100%
+    kernel_time_ms: float
     peak_memory_GiB: float | None
     hbm_GiB: float
     fits: bool | None
@@ -358,6 +363,9 @@ def _predict(
                         )
                     s = _summary(clone)
                     rows.append(_row(label, spec, hw, backend, s, report, result, mm_dtype, sets or []))
+                    coarse = _below_resolution(rows[-1])
+                    if coarse:
+                        rows[-1].notes.append(coarse)
                     gap = _unmeasured_scatters(clone, hw, backend) if s.get("kernel_count") else None
                     if gap:
                         rows[-1].notes.append(gap)
@@ -423,12 +431,27 @@ def _unmeasured_scatters(module, hw, backend: str) -> str | None:
             "scatter_element_ns for their atomic updates (docs/backends.md), so this step is likely low")
 
 
+def _below_resolution(row: Row) -> str | None:
+    """A note when the simulated step is shorter than the kernels' own time: each kernel of
+    the Chakra trace lasts whole microseconds (rounded, the error carried to the next), so a
+    program of sub-microsecond kernels can simulate to almost nothing."""
+    if row.kernel_time_ms <= row.step_time_ms or row.step_time_ms >= 1e-3:
+        return None
+    return (
+        f"the kernels take {row.kernel_time_ms * 1e6:.0f} ns in all, below the Chakra trace's resolution (whole "
+        f"microseconds per kernel): the simulated step reads {row.step_time_ms * 1e6:.0f} ns; MFU and the kernels' "
+        "shares use the kernels' own time"
+    )
+
+
 def _row(label, spec, hw, backend, s, report, result, mm_dtype, sets) -> Row:
     step_ns = report.step_time_ns
     flops = int(s.get("total_flops", 0))
     peak = hw.peak_TFLOPS("matrix", mm_dtype) * 1e12
-    mfu = flops / (peak * step_ns * 1e-9) if step_ns and peak else 0.0
-    total_ns = float(s.get("total_time_ns", 0.0)) or 1.0
+    kernel_ns = float(s.get("total_time_ns", 0.0))
+    ratio_ns = max(step_ns, kernel_ns)
+    mfu = flops / (peak * ratio_ns * 1e-9) if ratio_ns and peak else 0.0
+    total_ns = kernel_ns or 1.0
     return Row(
         system=label,
         system_name=spec.name,
@@ -444,6 +467,7 @@ def _row(label, spec, hw, backend, s, report, result, mm_dtype, sets) -> Row:
         kernel_bytes=int(s.get("kernel_bytes", 0)),
         total_flops=flops,
         mfu=mfu,
+        kernel_time_ms=kernel_ns / 1e6,
         memory_bound_share=float(s.get("memory_bound_time_ns", 0.0)) / total_ns,
         peak_memory_GiB=None,
         hbm_GiB=hw.memory_capacity_GiB,
@@ -515,7 +539,10 @@ def render_table(res: PredictResult) -> str:
             )
             for k in res.top_kernels
         ]
-        step_ns = next((r.step_time_ms * 1e6 for r in res.rows if f"{r.system} / {r.backend}" == res.top_kernels_of), None)
+        step_ns = next(
+            (max(r.step_time_ms, r.kernel_time_ms) * 1e6 for r in res.rows if f"{r.system} / {r.backend}" == res.top_kernels_of),
+            None,
+        )
         lines.append(kernel_table(rows, len(rows), step_ns))
     return "\n".join(lines)
 

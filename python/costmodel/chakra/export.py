@@ -1580,6 +1580,9 @@ def resolve_output_dir(options: dict, session) -> str:
         out = getattr(session, "output_path", None)
         if out and out != "-":
             out = out if os.path.isabs(out) else os.path.join(cwd, out)
+        if out and out != "-" and (os.path.isfile(out) or not os.path.exists(out)):
+            # beside a regular output file; an output that is a device or a pipe
+            # (-o /dev/null, /dev/stdout) has no folder of ours beside it: as for stdout
             stem = os.path.splitext(os.path.basename(out))[0]
             path = os.path.join(os.path.dirname(out), f"{stem}.chakra")
         else:
