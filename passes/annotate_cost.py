@@ -84,6 +84,35 @@ def annotate_module(
     return engine
 
 
+def not_costed_note(module: ir.Operation, diagnostics) -> str | None:
+    """One line for a report (`costmodel predict`, `costmodel kernels`) when annotate-cost
+    left ops uncosted: how many, of which kinds, and the first reason (a dynamic shape says
+    to refine the shapes first). Those ops count as no time, so the report's step is low;
+    stablehlo-opt prints every such warning with its location. None when every op was
+    costed."""
+    from costmodel.engine import SUMMARY_ATTR
+    from costmodel.ir import attr_number, dict_attr_values
+
+    if SUMMARY_ATTR not in module.attributes:
+        return None
+    attr = ir.DictAttr(module.attributes[SUMMARY_ATTR])
+    count = int(dict_attr_values(attr).get("unsupported_count", 0))
+    if not count:
+        return None
+    kinds = {}
+    if "unsupported_ops" in attr:
+        ops = ir.DictAttr(attr["unsupported_ops"])
+        kinds = {ops[i].name: int(attr_number(ops[i].attr)) for i in range(len(ops))}
+    by_kind = ", ".join(f"{name} {int(n)}" for name, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+    first = next((d.message for d in diagnostics.diagnostics if d.severity == "warning" and " not costed: " in d.message), None)
+    return (
+        f"{count} op{'s' if count != 1 else ''} not costed, counted as no time, so the step is low"
+        + (f" ({by_kind})" if by_kind else "")
+        + (f"; first: {first}" if first else "")
+        + "; `stablehlo-opt FILE --annotate-cost` lists each with its location"
+    )
+
+
 @contextlib.contextmanager
 def _gc_paused():
     """Python's cyclic garbage collector paused while the engine runs: costing a module

@@ -167,3 +167,14 @@ func.func @main(%t: tensor<4096x64xbf16>, %i: tensor<1024x1xi32>, %u: tensor<102
   return %0 : tensor<4096x64xbf16>
 }
 """
+
+
+# A program with a dynamic dimension (a shape-polymorphic JAX export): the matmul and the
+# ReLU cannot be costed until the shapes are refined, and every report must say so.
+DYNAMIC_MLP = """
+func.func @main(%x: tensor<?x128xf32>, %w: tensor<128x64xf32>, %s: tensor<64xf32>) -> (tensor<?x64xf32>, tensor<64xf32>) {
+  %y = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<?x128xf32>, tensor<128x64xf32>) -> tensor<?x64xf32>
+  %e = stablehlo.exponential %s : tensor<64xf32>
+  return %y, %e : tensor<?x64xf32>, tensor<64xf32>
+}
+"""

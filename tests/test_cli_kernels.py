@@ -76,3 +76,22 @@ def test_user_mistakes_are_one_line_errors(tmp_path, capsys):
     assert err.count("\n") == 1 and "bad.mlir:2:" in err
     assert main(["kernels", str(tmp_path / "missing.mlir")]) == 1
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_ops_not_costed_are_said(tmp_path, capsys):
+    """Ops that no rule costs (here a dynamic shape) count as no time: the table ends with
+    a note giving their count, kinds and the first reason; the JSON carries it."""
+    from conftest import DYNAMIC_MLP
+
+    f = tmp_path / "dyn.mlir"
+    f.write_text(DYNAMIC_MLP)
+    assert main(["kernels", str(f), "--hardware", "h100-sxm"]) == 0
+    out = capsys.readouterr().out
+    note = out.splitlines()[-1]
+    assert note.startswith("note: 2 ops not costed, counted as no time")
+    assert "func.return 1, stablehlo.dot_general 1" in note and "dynamic shape tensor<?x128xf32>" in note
+    assert main(["kernels", str(f), "--hardware", "h100-sxm", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["not_costed"] == note[len("note: "):]
+    f.write_text(PROGRAM)
+    assert main(["kernels", str(f), "--hardware", "h100-sxm", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["not_costed"] is None

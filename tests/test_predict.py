@@ -277,3 +277,21 @@ def test_kernel_time_is_in_every_row(model):
     assert row.kernel_time_ms > 0
     assert abs(row.compute_ms - row.kernel_time_ms) <= 1e-3 * (1 + row.kernel_count)  # < 1 us per kernel
     assert not any("resolution" in n for n in row.notes)
+
+
+def test_ops_not_costed_are_said(tmp_path, capsys):
+    """A step with ops no rule costs is low: one note under the table (and the JSON's
+    program.not_costed) says how many, of which kinds, and why the first was not."""
+    from conftest import DYNAMIC_MLP
+
+    p = tmp_path / "dyn.mlir"
+    p.write_text(DYNAMIC_MLP)
+    rc, out, _ = run_cli(capsys, "predict", p, "--system", "h100-sxm-x4")
+    assert rc == 0
+    notes = [line for line in out.splitlines() if "not costed" in line]
+    assert len(notes) == 1 and notes[0].startswith("note: 2 ops not costed, counted as no time, so the step is low")
+    assert "run --stablehlo-refine-shapes" in notes[0]
+    res = predict(str(p), systems=["h100-sxm-x4"])
+    assert res.to_json()["program"]["not_costed"] == notes[0][len("note: "):]
+    p.write_text(MODEL)
+    assert "not_costed" not in predict(str(p), systems=["a100-40gb-x4"]).program

@@ -224,7 +224,7 @@ def _predict(
     from .passes.extract_collectives import device_grid
     from .kernels.report import collect_kernels
     from .passes import PassError, PassSession, get_pass, parse_options
-    from .passes.annotate_cost import annotate_module
+    from .passes.annotate_cost import annotate_module, not_costed_note
     from .partitioning import find_unpartitioned_sharding
     from .simulate import simulate_dir, simulate_graphs
     from .systems import load_system
@@ -316,6 +316,10 @@ def _predict(
                             # never printed: reducers inside cached ops stay uncosted
                             nested_costs=bool(trace_dir),
                         )
+                        if not done:  # the first clone, annotated in full: which ops no rule costs
+                            uncosted = not_costed_note(clone, diags)
+                            if uncosted:
+                                program["not_costed"] = uncosted
                         policy = str(_summary(clone).get("fusion", "none"))
                         if combine if combine is not None else compiler_combines(policy):
                             # after fusion, as XLA runs it (costmodel.combiner)
@@ -511,6 +515,8 @@ def render_table(res: PredictResult) -> str:
             f"{r.comm_ms * scale:>7.2f}{unit} {r.exposed_comm_ms * scale:>7.2f}{unit} {r.kernel_count:>7} {100 * r.mfu:>4.0f}% "
             f"{100 * r.memory_bound_share:>5.0f}% {mem:>12} " + (f"{r.speedup:>6.2f}x" if r.speedup is not None else f"{'n/a':>7}")
         )
+    if res.program.get("not_costed"):
+        lines.append(f"note: {res.program['not_costed']}")
     for r in res.rows:
         for note in r.notes:
             lines.append(f"note: {r.system} / {r.backend}: {note}")

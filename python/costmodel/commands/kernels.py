@@ -33,7 +33,7 @@ def _kernels(args) -> int:
     from ..driver import read_input
     from ..ir import DiagnosticEngine, InputError, ir, load_module, make_context
     from ..kernels.report import collect_kernels, has_kernels, render_table
-    from ..passes.annotate_cost import DEFAULT_BACKEND, DEFAULT_HARDWARE, annotate_module
+    from ..passes.annotate_cost import DEFAULT_BACKEND, DEFAULT_HARDWARE, annotate_module, not_costed_note
 
     if args.top < 1:
         raise CommandError(f"--top must be at least 1, got {args.top}")
@@ -71,6 +71,7 @@ def _kernels(args) -> int:
         count = ir.IntegerAttr(summary["kernel_count"]).value
         kbytes = ir.IntegerAttr(summary["kernel_bytes"]).value
         fusion = ir.StringAttr(summary["fusion"]).value
+        uncosted = not_costed_note(module, diags)
     if args.json:
         doc = {
             "hardware": hw,
@@ -79,6 +80,7 @@ def _kernels(args) -> int:
             "kernel_count": count,
             "kernel_bytes": kbytes,
             "total_time_ns": total_ns,
+            "not_costed": uncosted,
             "kernels": [r.to_dict() for r in rows],
         }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
@@ -88,4 +90,6 @@ def _kernels(args) -> int:
         f"on {hw} ({backend}, fusion {fusion})\n\n"
     )
     sys.stdout.write(render_table(rows, args.top, total_ns) + "\n")
+    if uncosted:
+        sys.stdout.write(f"note: {uncosted}\n")
     return 0
