@@ -138,3 +138,78 @@ def test_dynamic_shape_is_unsupported_with_hint():
     op = a.ops("stablehlo.add")[0]
     assert "costmodel.unsupported" in op.attributes
     assert any("--stablehlo-refine-shapes" in d.message and d.line > 0 for d in a.diagnostics)
+
+
+# --------------------------------------------------------------------------- linear algebra calls
+
+
+def _linalg(target: str, operands: list[str], results: list[str], config: str = "") -> dict:
+    args = ", ".join(f"%a{i}: {t}" for i, t in enumerate(operands))
+    names = ", ".join(f"%a{i}" for i in range(len(operands)))
+    cfg = f" {{mhlo.backend_config = {{{config}}}}}" if config else ""
+    res = results[0] if len(results) == 1 else "(" + ", ".join(results) + ")"
+    lhs = "%0" if len(results) == 1 else f"%0:{len(results)}"
+    ret = "%0" if len(results) == 1 else "%0#0"
+    a = _single(
+        f"{lhs} = stablehlo.custom_call @{target}({names}){cfg} : ({', '.join(operands)}) -> {res}\n return {ret} : {results[0]}",
+        args,
+        results[0],
+    )
+    return a.cost(a.ops("stablehlo.custom_call")[0])
+
+
+def test_lu_counts_lawn41():
+    m, n = 64, 32  # LAWN 41: getrf of an m x n matrix, m >= n
+    c = _linalg("lapack_sgetrf_ffi", [f"tensor<{m}x{n}xf32>"], [f"tensor<{m}x{n}xf32>", f"tensor<{n}xi32>", "tensor<i32>"])
+    assert c["flops"] == round(m * n**2 - n**3 / 3)
+    assert c["bytes_read"] == m * n * 4 and c["bytes_written"] == m * n * 4 + n * 4 + 4
+
+
+def test_batched_eigh_with_vectors_counts_golub_van_loan():
+    b, n = 3, 16  # symmetric QR with eigenvectors: 9 n^3 per matrix (GvL 4th ed. sec. 8.3)
+    c = _linalg("cusolver_syevd_ffi", [f"tensor<{b}x{n}x{n}xf32>"], [f"tensor<{b}x{n}x{n}xf32>", f"tensor<{b}x{n}xf32>", f"tensor<{b}xi32>"])
+    assert c["flops"] == b * 9 * n**3
+    c = _linalg("lapack_ssyevd_ffi", [f"tensor<{n}x{n}xf32>"], [f"tensor<{n}x{n}xf32>", f"tensor<{n}xf32>", "tensor<i32>"], "mode = 78 : ui8")
+    assert c["flops"] == round(4 * n**3 / 3)  # mode 'N': eigenvalues only
+
+
+@pytest.mark.parametrize("mode,formula", [
+    (ord("N"), lambda m, n: 4 * m * n**2 - 4 * n**3 / 3),          # singular values only
+    (ord("S"), lambda m, n: 14 * m * n**2 + 8 * n**3),              # thin U and V
+    (ord("A"), lambda m, n: 4 * m**2 * n + 8 * m * n**2 + 9 * n**3),  # full U and V
+])
+def test_svd_counts_golub_reinsch(mode, formula):
+    m, n = 48, 16
+    c = _linalg("lapack_sgesdd_ffi", [f"tensor<{m}x{n}xf32>"], [f"tensor<{m}x{n}xf32>", f"tensor<{n}xf32>", "tensor<i32>"], f"mode = {mode} : ui8")
+    assert c["flops"] == round(formula(m, n))
+    # a wide matrix counts as its transpose
+    c = _linalg("lapack_sgesdd_ffi", [f"tensor<{n}x{m}xf32>"], [f"tensor<{n}x{m}xf32>", f"tensor<{n}xf32>", "tensor<i32>"], f"mode = {mode} : ui8")
+    assert c["flops"] == round(formula(m, n))
+
+
+def test_complex_qr_is_four_real_flops_per_flop():
+    m, n = 32, 32  # geqrf: 2 m n^2 - 2 n^3 / 3 (LAWN 41); a complex flop = 4 real ones
+    c = _linalg("lapack_cgeqrf_ffi", [f"tensor<{m}x{n}xcomplex<f32>>"], [f"tensor<{m}x{n}xcomplex<f32>>", f"tensor<{n}xcomplex<f32>>"])
+    assert c["flops"] == round(4 * (2 * m * n**2 - 2 * n**3 / 3))
+
+
+def test_cpu_triangular_solve_is_xla_count():
+    n, k = 32, 8  # as stablehlo.triangular_solve: 2 x n x elements of b
+    c = _linalg("lapack_strsm_ffi", [f"tensor<{n}x{n}xf32>", f"tensor<{n}x{k}xf32>"], [f"tensor<{n}x{k}xf32>"])
+    assert c["flops"] == 2 * n * (n * k)
+
+
+def test_pivots_to_permutation_moves_bytes_only():
+    c = _linalg("cu_lu_pivots_to_permutation", ["tensor<4x64xi32>"], ["tensor<4x64xi32>"])
+    assert c == {"flops": 0, "transcendentals": 0, "bytes_read": 4 * 64 * 4, "bytes_written": 4 * 64 * 4}
+
+
+def test_unknown_linalg_routine_and_shape_assertion():
+    a = run_annotate('func.func public @main(%a: tensor<4x4xf32>) -> tensor<4x4xf32> {\n'
+                     ' %0 = stablehlo.custom_call @lapack_sfoo_ffi(%a) : (tensor<4x4xf32>) -> tensor<4x4xf32>\n return %0 : tensor<4x4xf32>\n}')
+    assert a.totals.unsupported == 1
+    # JAX's shape-polymorphic exports check dimension sizes with @shape_assertion: free
+    a = _single(' %c = stablehlo.constant dense<true> : tensor<i1>\n'
+                ' stablehlo.custom_call @shape_assertion(%c) {has_side_effect = true} : (tensor<i1>) -> ()\n return %a : tensor<4xf32>',
+                "%a: tensor<4xf32>", "tensor<4xf32>")
+    assert a.totals.flops == 0

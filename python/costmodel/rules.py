@@ -17,6 +17,7 @@ Deliberate differences from XLA are listed in docs/cost-rules.md.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -803,6 +804,7 @@ ZERO_COST_CUSTOM_CALLS = frozenset(
         "AllocateBuffer",
         "LayoutConstraint",
         "ShapeAssertion",
+        "shape_assertion",  # JAX's shape-polymorphic exports: a check of the dimension sizes
     }
 )
 
@@ -819,6 +821,8 @@ def custom_call_rule(op, env) -> OpCost:
     rule = CUSTOM_CALL_RULES.get(target)
     if rule is not None:
         return rule(op, env)
+    if linalg_target(target):
+        return linalg_rule(op, env)
     raise Unsupported(f"custom_call target '{target}' has no cost rule")
 
 
@@ -826,6 +830,147 @@ CUSTOM_CALL_RULES: dict[str, Rule] = {
     "TopK": topk_rule,
     "mhlo.topk": topk_rule,
 }
+
+
+# ---------------------------------------------------------------------------
+# linear algebra library calls (LAPACK on CPU, cuSOLVER/hipSOLVER on GPU)
+# ---------------------------------------------------------------------------
+#
+# JAX lowers jnp.linalg / jax.scipy.linalg on CPU and GPU to typed-FFI custom calls:
+# `lapack_<s|d|c|z><routine>_ffi`, `<cu|hip>solver_<routine>_ffi`, and a few more. XLA's
+# cost analysis counts 0 flops for any custom call; these rules count each routine's
+# textbook operation count (real flops = multiplications + additions, leading terms, one
+# m x n matrix with m >= n unless said; a batch multiplies it) and its operand and result
+# bytes:
+#   LAPACK Working Note 41, "Installation Guide for LAPACK", appendix C (operation counts
+#   of the factorizations): getrf m n^2 - n^3/3, potrf n^3/3, geqrf 2 m n^2 - 2 n^3/3,
+#   orgqr 4 m n k - 2 (m + n) k^2 + 4 k^3/3, ormqr (Q from the left, C m x n) 4 m n k -
+#   2 n k^2, gehrd 10 n^3/3, sytrd 4 n^3/3;
+#   Golub & Van Loan, "Matrix Computations", 4th ed., for the iterative solvers: symmetric
+#   eigenproblem (sec. 8.3) 4 n^3/3 for the eigenvalues, 9 n^3 with the eigenvectors;
+#   nonsymmetric (Francis QR, sec. 7.5.6: geev, gees) 10 n^3 for the eigenvalues, 25 n^3
+#   with Schur vectors or eigenvectors; SVD (Golub-Reinsch, fig. 8.6.1) 4 m n^2 - 4 n^3/3
+#   singular values only, 14 m n^2 + 8 n^3 with thin U and V, 4 m^2 n + 8 m n^2 + 9 n^3
+#   with full U and V.
+# A complex routine counts 4 real flops per complex one (a complex multiply-add is 8 real
+# flops, a real one 2). The flops run on the vector units: cuSOLVER's and LAPACK's blocked
+# factorizations call FP32/FP64 GEMMs, not tensor-core ones (docs/cost-rules.md).
+
+_LINALG_LAPACK = re.compile(r"^lapack_[sdcz](?P<routine>[a-z0-9]+)_ffi$")
+_LINALG_GPU = re.compile(r"^(?:cu|hip)(?:solver|blas|sparse)_(?P<routine>[a-z0-9]+?)(?:_batched)?_ffi$")
+_LINALG_HYBRID = re.compile(r"^(?:cu|hip)(?:hybrid_|_)(?P<routine>eig_real|eig_comp|geqp3|lu_pivots_to_permutation)$")
+
+
+def _ffi_attr(op, name: str):
+    """An attribute of a typed-FFI custom call (`mhlo.backend_config = {mode = 86 : ui8,
+    ...}`), as a Python bool or int; None when absent."""
+    if "mhlo.backend_config" not in op.attributes:
+        return None
+    try:
+        cfg = ir.DictAttr(op.attributes["mhlo.backend_config"])
+    except (ValueError, TypeError):
+        return None
+    if name not in cfg:
+        return None
+    attr = cfg[name]
+    try:
+        return ir.BoolAttr(attr).value
+    except (ValueError, TypeError):
+        pass
+    try:
+        return int(ir.IntegerAttr(attr).value)
+    except (ValueError, TypeError):
+        return None
+
+
+def _matrix(info: TensorInfo) -> tuple[int, int, int]:
+    """(batch, rows, columns) of a stack of matrices [..., m, n]."""
+    if info.rank < 2:
+        raise Unsupported(f"expected a matrix operand, got {info.rank} dimension(s)")
+    return _prod(info.shape[:-2]), info.shape[-2], info.shape[-1]
+
+
+def _factorization_flops(routine: str, op) -> float:
+    """Flops of one matrix of `routine` (see the comment above for the sources)."""
+    batch, m, n = _matrix(_info(op.operands[0]))
+    lo, hi = min(m, n), max(m, n)
+    if routine == "getrf":
+        return hi * lo**2 - lo**3 / 3
+    if routine == "potrf":
+        return n**3 / 3
+    if routine in ("geqrf", "geqp3"):
+        return 2 * hi * lo**2 - 2 * lo**3 / 3
+    if routine in ("orgqr", "ungqr"):
+        k = _info(op.operands[1]).shape[-1] if len(op.operands) > 1 else n
+        return 4 * m * n * k - 2 * (m + n) * k**2 + 4 * k**3 / 3
+    if routine in ("ormqr", "unmqr"):
+        k = _info(op.operands[1]).shape[-1]
+        _, cm, cn = _matrix(_info(op.operands[2]))
+        return 4 * cm * cn * k - 2 * cn * k**2
+    if routine == "gehrd":
+        return 10 * n**3 / 3
+    if routine in ("sytrd", "hetrd"):
+        return 4 * n**3 / 3
+    if routine in ("syevd", "heevd"):
+        mode = _ffi_attr(op, "mode")  # LAPACK: 'V' or 'N'; cuSOLVER's always computes them
+        return 4 * n**3 / 3 if mode == ord("N") else 9 * n**3
+    if routine in ("geev", "gees", "eig_real", "eig_comp"):
+        flags = [_ffi_attr(op, a) for a in ("compute_left", "compute_right", "mode")]
+        vectors = any(f == ord("V") or f is True for f in flags) or all(f is None for f in flags)
+        return 25 * n**3 if vectors else 10 * n**3
+    if routine in ("gesdd", "gesvd", "gesvdj", "gesvdp"):
+        mode = _ffi_attr(op, "mode")  # LAPACK: 'A' full, 'S' thin, 'N' none
+        compute_uv, full = _ffi_attr(op, "compute_uv"), _ffi_attr(op, "full_matrices")
+        if mode == ord("N") or compute_uv is False:
+            return 4 * hi * lo**2 - 4 * lo**3 / 3
+        if mode == ord("A") or (mode is None and full):
+            return 4 * hi**2 * lo + 8 * hi * lo**2 + 9 * lo**3
+        return 14 * hi * lo**2 + 8 * lo**3
+    raise Unsupported(f"no operation count for the linear algebra routine '{routine}'")
+
+
+def linalg_rule(op, env) -> OpCost:
+    """A LAPACK / cuSOLVER factorization or solver called by JAX (see above)."""
+    target = custom_call_target(op)
+    match = _LINALG_LAPACK.match(target) or _LINALG_GPU.match(target) or _LINALG_HYBRID.match(target)
+    routine = match.group("routine")
+    a = _info(op.operands[0])
+    if routine in ("lu_pivots_to_permutation",):
+        return OpCost(bytes_read=_bytes_in(op), bytes_written=_bytes_out(op), unit=VECTOR, dtype=a.dtype)
+    if routine == "trsm":  # the CPU's triangular_solve: XLA's count for that op
+        return triangular_solve_rule(op, env)
+    if routine in ("gtsv", "gtsv2"):
+        # tridiagonal solve (dl, d, du, b): Gaussian elimination with partial pivoting,
+        # about 8 flops per row and right-hand side
+        b = _info(op.operands[-1])
+        flops = 8 * b.num_elements
+    else:
+        batch = _prod(a.shape[:-2]) if a.rank >= 2 else 1
+        flops = batch * _factorization_flops(routine, op)
+    if a.dtype.startswith("complex"):
+        flops *= 4
+    return OpCost(
+        flops=int(round(flops)),
+        bytes_read=_bytes_in(op),
+        bytes_written=_bytes_out(op),
+        unit=VECTOR,
+        dtype=a.dtype.removeprefix("complex<").removesuffix(">"),
+    )
+
+
+def linalg_target(target: str) -> bool:
+    """Whether `target` is a linear algebra library call that linalg_rule costs."""
+    m = _LINALG_LAPACK.match(target) or _LINALG_GPU.match(target) or _LINALG_HYBRID.match(target)
+    return m is not None and m.group("routine") in _LINALG_ROUTINES
+
+
+_LINALG_ROUTINES = frozenset(
+    {
+        "getrf", "potrf", "geqrf", "geqp3", "orgqr", "ungqr", "ormqr", "unmqr", "gehrd", "sytrd", "hetrd",
+        "syevd", "heevd", "geev", "gees", "eig_real", "eig_comp", "gesdd", "gesvd", "gesvdj", "gesvdp",
+        "trsm", "gtsv", "gtsv2", "lu_pivots_to_permutation",
+    }
+)
 
 
 # ---------------------------------------------------------------------------
