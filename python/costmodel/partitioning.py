@@ -115,7 +115,12 @@ def find_unpartitioned_sharding(module) -> Unpartitioned | None:
     for op in ops:
         name = op.name
         if name in _PRE_PARTITION_OPS:
-            return Unpartitioned(op, f"'{name}' (only present before partitioning)")
+            # a constraint that shards no dimension (JAX's PRNG keys on an empty mesh in a
+            # one-device program) is no sign of a sharded program
+            sharding = str(op.attributes["sharding"]) if "sharding" in op.attributes else '"?"'
+            if _sdy_is_sharded(sharding) or not _DIMS_RE.search(sharding):
+                return Unpartitioned(op, f"'{name}' (only present before partitioning)")
+            continue
         if name == "func.func" and "arg_attrs" in op.attributes and op.regions[0].blocks:
             fname = ir.StringAttr(op.attributes["sym_name"]).value
             block = op.regions[0].blocks[0]
