@@ -84,6 +84,22 @@ def annotate_module(
     return engine
 
 
+def other_warnings(diagnostics, start: int = 0, limit: int = 5) -> list[str]:
+    """annotate-cost's warnings from `diagnostics.diagnostics[start:]` other than the ops
+    not costed (not_costed_note sums those up), rendered with their locations, one per
+    distinct message, at most `limit` (then one line for the rest): what a report
+    (`costmodel predict`, `costmodel kernels`) passes on, e.g. a while loop whose trip
+    count is unknown and is costed once."""
+    seen: dict = {}
+    for d in diagnostics.diagnostics[start:]:
+        if d.severity == "warning" and " not costed: " not in d.message and d.message not in seen:
+            seen[d.message] = d.render()
+    lines = list(seen.values())
+    if len(lines) > limit:
+        lines = lines[:limit] + [f"... and {len(lines) - limit} more warnings (stablehlo-opt FILE --annotate-cost lists them)"]
+    return lines
+
+
 def not_costed_note(module: ir.Operation, diagnostics) -> str | None:
     """One line for a report (`costmodel predict`, `costmodel kernels`) when annotate-cost
     left ops uncosted: how many, of which kinds, and the first reason (a dynamic shape says

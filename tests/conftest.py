@@ -178,3 +178,23 @@ func.func @main(%x: tensor<?x128xf32>, %w: tensor<128x64xf32>, %s: tensor<64xf32
   return %y, %e : tensor<?x64xf32>, tensor<64xf32>
 }
 """
+
+
+# A while loop whose trip count depends on the data: annotate-cost costs one iteration and
+# warns; every report passes the warning on.
+DATA_DEPENDENT_WHILE = """
+func.func @main(%x: tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %limit = stablehlo.constant dense<1.0e+06> : tensor<f32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  %r = stablehlo.while(%it = %x) : tensor<64x64xf32>
+  cond {
+    %s = stablehlo.reduce(%it init: %zero) applies stablehlo.add across dimensions = [0, 1] : (tensor<64x64xf32>, tensor<f32>) -> tensor<f32>
+    %c = stablehlo.compare LT, %s, %limit : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %c : tensor<i1>
+  } do {
+    %n = stablehlo.multiply %it, %it : tensor<64x64xf32>
+    stablehlo.return %n : tensor<64x64xf32>
+  }
+  return %r : tensor<64x64xf32>
+}
+"""

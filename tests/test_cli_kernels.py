@@ -95,3 +95,13 @@ def test_ops_not_costed_are_said(tmp_path, capsys):
     f.write_text(PROGRAM)
     assert main(["kernels", str(f), "--hardware", "h100-sxm", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["not_costed"] is None
+
+
+def test_annotate_warnings_go_to_stderr(tmp_path, capsys):
+    from conftest import DATA_DEPENDENT_WHILE
+
+    f = tmp_path / "loop.mlir"
+    f.write_text(DATA_DEPENDENT_WHILE)
+    assert main(["kernels", str(f), "--hardware", "h100-sxm"]) == 0
+    captured = capsys.readouterr()
+    assert "cannot infer the trip count" in captured.err and "cannot infer" not in captured.out

@@ -295,3 +295,34 @@ def test_ops_not_costed_are_said(tmp_path, capsys):
     assert res.to_json()["program"]["not_costed"] == notes[0][len("note: "):]
     p.write_text(MODEL)
     assert "not_costed" not in predict(str(p), systems=["a100-40gb-x4"]).program
+
+
+def test_annotate_warnings_are_passed_on(tmp_path, capsys):
+    """annotate-cost's other warnings (a while loop of unknown trip count, costed once) go
+    to stderr once, whatever the number of rows, and into the JSON's program.warnings."""
+    from conftest import DATA_DEPENDENT_WHILE
+
+    p = tmp_path / "loop.mlir"
+    p.write_text(DATA_DEPENDENT_WHILE)
+    rc, out, err = run_cli(capsys, "predict", p, "--system", "a100-40gb-x4", "--system", "h100-sxm-x4", "--backend", "calibrated")
+    assert rc == 0
+    warned = [line for line in err.splitlines() if "cannot infer the trip count" in line]
+    assert len(warned) == 1 and warned[0].startswith(f"{p}:5:8: warning: ")
+    doc = predict(str(p), systems=["h100-sxm-x4"]).to_json()
+    assert doc["program"]["warnings"] == warned
+    p.write_text(MODEL)
+    assert "warnings" not in predict(str(p), systems=["h100-sxm-x4"]).program
+
+
+def test_other_warnings_are_distinct_and_capped():
+    from costmodel.ir import DiagnosticEngine
+    from costmodel.passes.annotate_cost import other_warnings
+
+    diags = DiagnosticEngine("m.mlir")
+    for i in range(8):
+        diags.warning(None, f"loop {i} costed once")
+        diags.warning(None, f"loop {i} costed once")  # the same message twice: once
+    diags.warning(None, "'stablehlo.foo' not costed: no cost rule")  # summed up elsewhere
+    lines = other_warnings(diags, limit=5)
+    assert lines[:5] == [f"warning: loop {i} costed once" for i in range(5)]
+    assert lines[5] == "... and 3 more warnings (stablehlo-opt FILE --annotate-cost lists them)"

@@ -224,7 +224,7 @@ def _predict(
     from .passes.extract_collectives import device_grid
     from .kernels.report import collect_kernels
     from .passes import PassError, PassSession, get_pass, parse_options
-    from .passes.annotate_cost import annotate_module, not_costed_note
+    from .passes.annotate_cost import annotate_module, not_costed_note, other_warnings
     from .partitioning import find_unpartitioned_sharding
     from .simulate import simulate_dir, simulate_graphs
     from .systems import load_system
@@ -298,6 +298,7 @@ def _predict(
             top_of = ""
             total = len(scenarios) * len(backends)
             done = 0
+            first_annotation = len(diags.diagnostics)  # where the first clone's warnings start
             for label, sys_arg, spec in scenarios:
                 from .hardware import load_hardware
 
@@ -316,10 +317,13 @@ def _predict(
                             # never printed: reducers inside cached ops stay uncosted
                             nested_costs=bool(trace_dir),
                         )
-                        if not done:  # the first clone, annotated in full: which ops no rule costs
+                        if not done:  # the first clone, annotated in full: what annotate-cost warned of
                             uncosted = not_costed_note(clone, diags)
                             if uncosted:
                                 program["not_costed"] = uncosted
+                            warned = other_warnings(diags, first_annotation)
+                            if warned:
+                                program["warnings"] = warned
                         policy = str(_summary(clone).get("fusion", "none"))
                         if combine if combine is not None else compiler_combines(policy):
                             # after fusion, as XLA runs it (costmodel.combiner)

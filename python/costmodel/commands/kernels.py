@@ -33,7 +33,7 @@ def _kernels(args) -> int:
     from ..driver import read_input
     from ..ir import DiagnosticEngine, InputError, ir, load_module, make_context
     from ..kernels.report import collect_kernels, has_kernels, render_table
-    from ..passes.annotate_cost import DEFAULT_BACKEND, DEFAULT_HARDWARE, annotate_module, not_costed_note
+    from ..passes.annotate_cost import DEFAULT_BACKEND, DEFAULT_HARDWARE, annotate_module, not_costed_note, other_warnings
 
     if args.top < 1:
         raise CommandError(f"--top must be at least 1, got {args.top}")
@@ -72,6 +72,8 @@ def _kernels(args) -> int:
         kbytes = ir.IntegerAttr(summary["kernel_bytes"]).value
         fusion = ir.StringAttr(summary["fusion"]).value
         uncosted = not_costed_note(module, diags)
+        for line in other_warnings(diags):  # annotate-cost's, as stablehlo-opt prints them
+            sys.stderr.write(line + "\n")
     if args.json:
         doc = {
             "hardware": hw,

@@ -106,6 +106,8 @@ def _run(args) -> int:
     finally:
         if close is not None:
             close()
+    for line in res.program.get("warnings", []):  # annotate-cost's, as stablehlo-opt prints them
+        sys.stderr.write(line + "\n")
     if args.plot:
         plot(res, args.plot)
     if args.json:
