@@ -233,7 +233,8 @@ def test_image_stem_convolution_pays_for_channel_padding():
     # before it, in sequence: the padded buffer zeroed, then x read and written into it
     padding_ns = (x_bytes * 8 // 3 + x_bytes + x_bytes * 8 // 3) / bandwidth + 2 * cal["kernel_launch_ns"]
     assert ir.FloatAttr(kc["padding_ns"]).value == pytest.approx(padding_ns)
-    expected = compute_ns + memory_ns - cal["compute_memory_overlap"] * min(compute_ns, memory_ns) + cal["kernel_launch_ns"] + padding_ns
+    idle_ns = cal["library_call_idle_ns"]  # the GPU idle around the cuDNN call
+    expected = compute_ns + memory_ns - cal["compute_memory_overlap"] * min(compute_ns, memory_ns) + cal["kernel_launch_ns"] + padding_ns + idle_ns
     assert a.totals.time_ns == pytest.approx(expected)
     assert ir.StringAttr(kc["bound"]).value == "compute"
     assert ir.IntegerAttr(kc["launches"]).value == 1  # the kernel XLA launches: its count is unchanged
@@ -280,7 +281,8 @@ def test_filter_gradient_of_few_channels_computes_the_padded_filter():
         nbytes += 2 * 4 * m * n * split  # f32 partial sums written and read back
     memory_ns = nbytes / bandwidth
     padding_ns = (x_bytes * 8 // 3 + x_bytes + x_bytes * 8 // 3) / bandwidth + 2 * cal["kernel_launch_ns"]  # memset, pad
-    expected = compute_ns + memory_ns - cal["compute_memory_overlap"] * min(compute_ns, memory_ns) + cal["kernel_launch_ns"] + padding_ns
+    idle_ns = cal["library_call_idle_ns"]  # the GPU idle around the cuDNN call
+    expected = compute_ns + memory_ns - cal["compute_memory_overlap"] * min(compute_ns, memory_ns) + cal["kernel_launch_ns"] + padding_ns + idle_ns
     assert ir.FloatAttr(kc["time_ns"]).value == pytest.approx(expected)
     assert math.isfinite(expected)
 
@@ -368,3 +370,19 @@ func.func @main(%dy: tensor<8x28x28x128xbf16>, %w: tensor<1x1x64x128xbf16>) -> t
         (row,) = [r for r in collect_kernels(a.module) if r.kind == "conv"]
         assert row.conv == kinds[-1] and row.to_dict()["conv"] == kinds[-1]
     assert kinds == ["forward", "backward_filter", "backward_input", "backward_input", "backward_input", "forward"]
+
+
+def test_a_cudnn_call_adds_the_measured_idle_once():
+    """A convolution is a cuDNN call launched between XLA's command buffers: its kernel
+    adds library_call_idle_ns (the H100's, measured), once, and says so in its detail; a
+    GEMM or an elementwise kernel does not, nor does hardware without the measurement."""
+    a, kc = _conv_kernel(CONV.format(c=64, g=1))
+    idle = load_hardware("h100-sxm").calibration["library_call_idle_ns"]
+    assert ir.FloatAttr(kc["library_idle_ns"]).value == idle
+    dot = run_annotate(
+        "func.func @main(%a: tensor<512x512xbf16>, %b: tensor<512x512xbf16>) -> tensor<512x512xbf16> {\n"
+        "  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<512x512xbf16>, tensor<512x512xbf16>) -> tensor<512x512xbf16>\n"
+        "  return %0 : tensor<512x512xbf16>\n}", hardware="h100-sxm", fusion="xla-gpu", backend="calibrated")
+    assert "library_idle_ns" not in ir.DictAttr(dot.ops("stablehlo.dot_general")[0].attributes["costmodel.kernel_cost"])
+    _, kc = _conv_kernel(CONV.format(c=64, g=1), hw="a100-40gb")
+    assert "library_call_idle_ns" not in load_hardware("a100-40gb").calibration and "library_idle_ns" not in kc

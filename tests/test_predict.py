@@ -326,3 +326,19 @@ def test_other_warnings_are_distinct_and_capped():
     lines = other_warnings(diags, limit=5)
     assert lines[:5] == [f"warning: loop {i} costed once" for i in range(5)]
     assert lines[5] == "... and 3 more warnings (stablehlo-opt FILE --annotate-cost lists them)"
+
+
+def test_unmeasured_cudnn_idle_is_said(tmp_path):
+    """A convolution on a GPU whose spec has no library_call_idle_ns (the A100) carries
+    no idle around its cuDNN call; the calibrated row says so, the H100's does not."""
+    p = tmp_path / "conv.mlir"
+    p.write_text("""
+func.func @main(%x: tensor<8x56x56x64xbf16>, %w: tensor<3x3x64x64xbf16>) -> tensor<8x56x56x64xbf16> {
+  %y = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [1, 1], pad = [[1, 1], [1, 1]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<8x56x56x64xbf16>, tensor<3x3x64x64xbf16>) -> tensor<8x56x56x64xbf16>
+  return %y : tensor<8x56x56x64xbf16>
+}
+""")
+    res = predict(str(p), systems=["a100-40gb-x4", "h100-sxm-x4"], backends=["roofline", "calibrated"], top=0)
+    notes = {(r.system, r.backend): " ".join(r.notes) for r in res.rows}
+    assert "1 convolution call carries no idle time around it: a100-40gb" in notes[("a100-40gb-x4", "calibrated")]
+    assert "idle" not in notes[("h100-sxm-x4", "calibrated")] and "idle" not in notes[("a100-40gb-x4", "roofline")]

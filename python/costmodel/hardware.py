@@ -58,6 +58,7 @@ CALIBRATION_KEYS = {
     "gemm_narrow_tile_efficiency": "rate of a GEMM tile with a side of gemm_tile_min elements, as a fraction of the wider tiles' (measured; at most 1)",
     "gemm_narrow_tile_k": "K depth of those narrow tiles (elements); a convolution run on one pads each filter tap's channels to it",
     "scatter_element_ns": "time per element a scatter updates atomically (indices not known unique), beyond its bytes (ns; measured)",
+    "library_call_idle_ns": "the GPU's idle time at and within a convolution library call launched on its own (a cuDNN call between XLA's command buffers), per call (ns; measured)",
 }
 _OPTIONAL_KEYS = {"calibration"}
 

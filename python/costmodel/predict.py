@@ -374,9 +374,8 @@ def _predict(
                     coarse = _below_resolution(rows[-1])
                     if coarse:
                         rows[-1].notes.append(coarse)
-                    gap = _unmeasured_scatters(clone, hw, backend) if s.get("kernel_count") else None
-                    if gap:
-                        rows[-1].notes.append(gap)
+                    if s.get("kernel_count"):
+                        rows[-1].notes.extend(_unmeasured(clone, hw, backend, str(s.get("fusion", ""))))
                     if not top_kernels and s.get("kernel_count"):
                         top_kernels = [k.to_dict() for k in collect_kernels(clone)[:top]]
                         top_of = f"{label} / {backend}"
@@ -424,19 +423,34 @@ def _peak_memory(module) -> int | None:
     return peak_memory(module).peak_bytes
 
 
-def _unmeasured_scatters(module, hw, backend: str) -> str | None:
-    """A note when the calibrated backend times scatters on hardware without a measured
-    scatter_element_ns: their atomic updates are then costed by their bytes only (on an
-    H100, the ResNet max-pool gradient's take 0.8 ms more; docs/backends.md)."""
-    if backend != "calibrated" or "scatter_element_ns" in hw.calibration:
-        return None
+def _unmeasured(module, hw, backend: str, fusion: str) -> list[str]:
+    """Notes where the calibrated backend lacks a measurement that the program needs
+    (docs/backends.md): scatters on hardware without scatter_element_ns are costed by
+    their bytes only (on an H100 the ResNet max-pool gradient's atomics take 0.8 ms
+    more); cuDNN convolutions on a GPU without library_call_idle_ns carry no idle time
+    around their calls (4.75 us per call on an H100)."""
+    if backend != "calibrated":
+        return []
     from .kernels.report import collect_kernels
 
-    n = sum(int(k.detail.get("scatter_elements", 0) * k.executions) for k in collect_kernels(module))
-    if not n:
-        return None
-    return (f"{n:,} elements updated by scatters are costed by their bytes only: {hw.name} has no measured "
-            "scatter_element_ns for their atomic updates (docs/backends.md), so this step is likely low")
+    kernels = None
+    notes = []
+    if "scatter_element_ns" not in hw.calibration:
+        kernels = collect_kernels(module)
+        n = sum(int(k.detail.get("scatter_elements", 0) * k.executions) for k in kernels)
+        if n:
+            notes.append(f"{n:,} elements updated by scatters are costed by their bytes only: {hw.name} has no measured "
+                         "scatter_element_ns for their atomic updates (docs/backends.md), so this step is likely low")
+    if fusion == "xla-gpu" and "library_call_idle_ns" not in hw.calibration:
+        kernels = kernels if kernels is not None else collect_kernels(module)
+        calls = sum(k.executions for k in kernels if k.conv)
+        if calls:
+            many = calls != 1
+            notes.append(f"{calls:,.0f} convolution call{'s carry' if many else ' carries'} no idle time around "
+                         f"{'them' if many else 'it'}: {hw.name} has no measured "
+                         "library_call_idle_ns (the GPU's idle at and within each cuDNN call, docs/backends.md), so "
+                         "this step is likely low")
+    return notes
 
 
 def _below_resolution(row: Row) -> str | None:

@@ -42,6 +42,11 @@ computes the filter of the padded channels (its M is C x filter taps):
                  padding kernel, in sequence before the convolution)
     filter gradient: M and its matrix work x C' / C
 
+Library-call idle (specs with library_call_idle_ns, measured): a convolution is a cuDNN
+call that XLA launches on its own, between the command buffers of its fusions; the GPU
+idles at its boundaries and between its kernels, and each convolution kernel adds that
+time once.
+
 docs/backends.md has the derivation and the sources.
 """
 
@@ -99,6 +104,9 @@ class CalibratedBackend:
         self.narrow_tile_k = int(cal["gemm_narrow_tile_k"]) if "gemm_narrow_tile_k" in cal else None
         # atomic read-modify-write per element a scatter updates, where measured
         self.scatter_element_ns = cal.get("scatter_element_ns", 0.0)
+        # the GPU's idle time at and within a convolution library call launched on its own
+        # (a cuDNN call between XLA's command buffers), where measured
+        self.library_call_idle_ns = cal.get("library_call_idle_ns", 0.0)
         self._plans: dict = {}
         self._tile_shapes = self._tiles()
         self._bytes_per_ns = hardware.memory_bandwidth_GBps * self.memory_efficiency
@@ -246,7 +254,8 @@ class CalibratedBackend:
         scatter_ns = scatter_elements * self.scatter_element_ns
         memory_ns += scatter_ns
         launch_ns = self.launch_ns * max(1, launches)
-        t = compute_ns + memory_ns - self.overlap * min(compute_ns, memory_ns) + launch_ns + padding_ns
+        idle_ns = self.library_call_idle_ns if gemm is not None and gemm.conv_kind else 0.0
+        t = compute_ns + memory_ns - self.overlap * min(compute_ns, memory_ns) + launch_ns + padding_ns + idle_ns
         if launch_ns >= max(compute_ns, memory_ns):
             bound = "overhead"
         else:
@@ -264,6 +273,8 @@ class CalibratedBackend:
             detail["padding_ns"] = padding_ns
         if scatter_ns:
             detail["scatter_atomic_ns"] = scatter_ns
+        if idle_ns:
+            detail["library_idle_ns"] = idle_ns
         return KernelCost(t, bound, detail)
 
     def estimate_kernel(self, kernel) -> KernelCost:
