@@ -821,7 +821,7 @@ def custom_call_rule(op, env) -> OpCost:
     rule = CUSTOM_CALL_RULES.get(target)
     if rule is not None:
         return rule(op, env)
-    if linalg_target(target):
+    if linalg_routine(target) is not None:
         return linalg_rule(op, env)
     raise Unsupported(f"custom_call target '{target}' has no cost rule")
 
@@ -892,7 +892,7 @@ def _matrix(info: TensorInfo) -> tuple[int, int, int]:
 
 def _factorization_flops(routine: str, op) -> float:
     """Flops of one matrix of `routine` (see the comment above for the sources)."""
-    batch, m, n = _matrix(_info(op.operands[0]))
+    _, m, n = _matrix(_info(op.operands[0]))
     lo, hi = min(m, n), max(m, n)
     if routine == "getrf":
         return hi * lo**2 - lo**3 / 3
@@ -929,11 +929,18 @@ def _factorization_flops(routine: str, op) -> float:
     raise Unsupported(f"no operation count for the linear algebra routine '{routine}'")
 
 
+def linalg_routine(target: str) -> str | None:
+    """The routine of a linear algebra library call that linalg_rule costs (`getrf`,
+    `syevd` ...), None for any other custom call target."""
+    m = _LINALG_LAPACK.match(target) or _LINALG_GPU.match(target) or _LINALG_HYBRID.match(target)
+    return m.group("routine") if m is not None and m.group("routine") in _LINALG_ROUTINES else None
+
+
 def linalg_rule(op, env) -> OpCost:
     """A LAPACK / cuSOLVER factorization or solver called by JAX (see above)."""
-    target = custom_call_target(op)
-    match = _LINALG_LAPACK.match(target) or _LINALG_GPU.match(target) or _LINALG_HYBRID.match(target)
-    routine = match.group("routine")
+    routine = linalg_routine(custom_call_target(op))
+    if routine is None:
+        raise Unsupported(f"custom_call target '{custom_call_target(op)}' is no linear algebra routine we count")
     a = _info(op.operands[0])
     if routine in ("lu_pivots_to_permutation",):
         return OpCost(bytes_read=_bytes_in(op), bytes_written=_bytes_out(op), unit=VECTOR, dtype=a.dtype)
@@ -945,8 +952,7 @@ def linalg_rule(op, env) -> OpCost:
         b = _info(op.operands[-1])
         flops = 8 * b.num_elements
     else:
-        batch = _prod(a.shape[:-2]) if a.rank >= 2 else 1
-        flops = batch * _factorization_flops(routine, op)
+        flops = _matrix(a)[0] * _factorization_flops(routine, op)
     if a.dtype.startswith("complex"):
         flops *= 4
     return OpCost(
@@ -956,12 +962,6 @@ def linalg_rule(op, env) -> OpCost:
         unit=VECTOR,
         dtype=a.dtype.removeprefix("complex<").removesuffix(">"),
     )
-
-
-def linalg_target(target: str) -> bool:
-    """Whether `target` is a linear algebra library call that linalg_rule costs."""
-    m = _LINALG_LAPACK.match(target) or _LINALG_GPU.match(target) or _LINALG_HYBRID.match(target)
-    return m is not None and m.group("routine") in _LINALG_ROUTINES
 
 
 _LINALG_ROUTINES = frozenset(
