@@ -105,3 +105,19 @@ def test_annotate_warnings_go_to_stderr(tmp_path, capsys):
     assert main(["kernels", str(f), "--hardware", "h100-sxm"]) == 0
     captured = capsys.readouterr()
     assert "cannot infer the trip count" in captured.err and "cannot infer" not in captured.out
+
+
+def test_a_custom_call_kernel_names_its_target(tmp_path, capsys):
+    """A library call's kernel says which (`@cusolver_potrf_ffi`), in the table and the JSON."""
+    f = tmp_path / "chol.mlir"
+    f.write_text("""
+func.func @main(%a: tensor<256x256xf32>) -> tensor<256x256xf32> {
+  %0:2 = stablehlo.custom_call @cusolver_potrf_ffi(%a) {mhlo.backend_config = {lower = true}} : (tensor<256x256xf32>) -> (tensor<256x256xf32>, tensor<i32>)
+  return %0#0 : tensor<256x256xf32>
+}
+""")
+    assert main(["kernels", str(f), "--hardware", "h100-sxm"]) == 0
+    assert "1: custom_call @cusolver_potrf_ffi -> tensor<256x256xf32>" in capsys.readouterr().out
+    assert main(["kernels", str(f), "--hardware", "h100-sxm", "--json"]) == 0
+    (k,) = json.loads(capsys.readouterr().out)["kernels"]
+    assert k["target"] == "cusolver_potrf_ffi" and k["flops"] == round(256**3 / 3)  # Cholesky: n^3 / 3

@@ -560,6 +560,7 @@ def render_table(res: PredictResult) -> str:
                 shape=k["shape"],
                 profile=k.get("profile", ""),
                 conv=k.get("conv", ""),
+                target=k.get("target", ""),
             )
             for k in res.top_kernels
         ]

@@ -35,6 +35,8 @@ class KernelRow:
     # a convolution kernel: what the library is asked to run (forward, backward_input,
     # backward_filter: XLA GPU's conv rewriter); empty otherwise
     conv: str = ""
+    # a custom call's kernel: its call_target_name (lapack_ssyevd_ffi, TopK ...); empty otherwise
+    target: str = ""
     # the other facts of its costmodel.kernel_cost: the formation's (expanded,
     # conv_padding, scatter_elements ...) and the backend's detail (tile_efficiency,
     # split_k, padding_ns, scatter_atomic_ns ...)
@@ -61,6 +63,7 @@ class KernelRow:
             "location": self.location,
             **({"profile": self.profile} if self.profile else {}),
             **({"conv": self.conv} if self.conv else {}),
+            **({"target": self.target} if self.target else {}),
             **({"detail": dict(self.detail)} if self.detail else {}),
         }
 
@@ -132,6 +135,8 @@ def collect_kernels(module) -> list[KernelRow]:
                             location=format_location(child.location, ""),
                             profile=ir.StringAttr(d["profile"]).value if "profile" in d else "",
                             conv=ir.StringAttr(d["conv"]).value if "conv" in d else "",
+                            target=(ir.StringAttr(attrs["call_target_name"]).value
+                                    if child.name == "stablehlo.custom_call" and "call_target_name" in attrs else ""),
                             detail=_detail(d),
                         )
                     stack.append(child)
@@ -220,6 +225,7 @@ def render_table(rows: list[KernelRow], top: int, total_ns: float | None = None)
             f"{100 * r.total_time_ns / total:>5.1f}% {r.bound:<8} "
             + (f"{r.profile or '-':<9} " if by else "")
             + f"{_fmt_bytes(r.bytes_read + r.bytes_written):>10} "
-            f"{r.flops:>10.3g}  {len(r.ops)}: {_ops_text(r.ops)}{f' [{r.conv}]' if r.conv else ''} -> {r.shape}"
+            f"{r.flops:>10.3g}  {len(r.ops)}: {_ops_text(r.ops)}{f' [{r.conv}]' if r.conv else ''}"
+            f"{f' @{r.target}' if r.target else ''} -> {r.shape}"
         )
     return "\n".join(lines)
