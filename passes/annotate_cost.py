@@ -43,6 +43,7 @@ def annotate_module(
     inline: bool = False,
     branch: str | int = "max",
     nested_costs: bool = True,
+    unknown_trip_count: int | None = None,
 ) -> CostEngine:
     """What the pass does, callable in-process (`costmodel kernels`, `predict`).
     `nested_costs=False` (with a formation cache): see CostEngine.
@@ -75,6 +76,7 @@ def annotate_module(
         kernel_former=former,
         branch=parse_policy(branch),
         nested_costs=nested_costs,
+        unknown_trip_count=unknown_trip_count,
     )
     with _gc_paused():
         engine.run(module)
@@ -171,7 +173,21 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
         session=session,
         inline=options["inline"],
         branch=options["branch"],
+        unknown_trip_count=trip_option(options["unknown-trip-count"]),
     )
+
+
+def trip_option(raw: str) -> int | None:
+    """`unknown-trip-count`: '' (not given) or a whole number of iterations >= 0."""
+    if raw == "":
+        return None
+    try:
+        n = int(raw)
+    except ValueError:
+        raise InputError(f"expects a whole number of iterations, got '{raw}'") from None
+    if not 0 <= n < 2**63:
+        raise InputError(f"expects 0 to 2^63-1 iterations, got {n}")
+    return n
 
 
 INFO = register_pass(
@@ -203,6 +219,16 @@ INFO = register_pass(
                 "(each count its maximum over the branches, as XLA's cost analysis; otherwise as max); the kernel "
                 "report, memory, collectives and the Chakra trace follow the same choice",
                 validate=parse_policy,
+            ),
+            PassOption(
+                "unknown-trip-count",
+                str,
+                "",
+                "iterations of every while loop whose trip count the IR does not fix (a data-dependent loop) and "
+                "that has no costmodel.trip_count = N : i64 of its own; not given: one iteration, with a warning. "
+                "The loop's costmodel.cost then carries it, so extract-collectives, the Chakra trace and the "
+                "kernel report follow",
+                validate=trip_option,
             ),
             PassOption(
                 "inline",

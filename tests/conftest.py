@@ -63,6 +63,7 @@ def run_annotate(
     backend: str = "roofline",
     inline: bool = False,
     branch: str | int = "max",
+    unknown_trip_count: int | None = None,
 ) -> Annotated:
     from costmodel.backends import make_backend
     from costmodel.engine import CostEngine
@@ -78,7 +79,8 @@ def run_annotate(
             inline_calls(module)
     hw = load_hardware(hardware)
     diags = DiagnosticEngine("<test>")
-    engine = CostEngine(make_backend(backend, hw, {}), hw.name, diags, backend_name=backend, fusion=fusion, branch=branch)
+    engine = CostEngine(make_backend(backend, hw, {}), hw.name, diags, backend_name=backend, fusion=fusion, branch=branch,
+                        unknown_trip_count=unknown_trip_count)
     totals = engine.run(module)
     return Annotated(module, engine, totals, diags.diagnostics)
 

@@ -38,6 +38,32 @@ def test_unknown_trip_count_warns_and_counts_once():
     assert any("trip count" in d.message for d in a.diagnostics)
 
 
+def test_a_data_dependent_loop_takes_the_trip_count_it_is_given():
+    """A loop the IR does not count runs what the user says: its own costmodel.trip_count
+    (the op's hint wins over the option), else annotate-cost's unknown-trip-count; no
+    warning then. A counted loop keeps its own count whatever the hint."""
+    from conftest import DATA_DEPENDENT_WHILE
+
+    n = 64 * 64  # the body's multiply: one flop per element
+    a = run_annotate(DATA_DEPENDENT_WHILE, unknown_trip_count=10)
+    w = a.ops("stablehlo.while")[0]
+    assert a.cost(w)["trip_count"] == 10 and not a.diagnostics
+    body = a.cost(a.ops("stablehlo.multiply")[0])["flops"]
+    assert body == n and a.cost(w)["flops"] == 10 * (body + a.cost(a.ops("stablehlo.reduce")[0])["flops"] + 1)
+    hinted = DATA_DEPENDENT_WHILE.replace(
+        "stablehlo.while(%it = %x) : tensor<64x64xf32>",
+        "stablehlo.while(%it = %x) : tensor<64x64xf32> attributes {costmodel.trip_count = 7 : i64}")
+    h = run_annotate(hinted, unknown_trip_count=10)
+    assert h.cost(h.ops("stablehlo.while")[0])["trip_count"] == 7 and not h.diagnostics
+    # the warning names both ways
+    a = run_annotate(DATA_DEPENDENT_WHILE)
+    (d,) = a.diagnostics
+    assert "unknown-trip-count=N" in d.message and "costmodel.trip_count = N : i64" in d.message
+    counted = jax.jit(lambda x: jax.lax.fori_loop(0, 5, lambda i, c: jnp.sin(c), x)).lower(jnp.ones((4,))).as_text()
+    c = run_annotate(counted, unknown_trip_count=99)
+    assert c.cost(c.ops("stablehlo.while")[0])["trip_count"] == 5
+
+
 def _cond_text(n: int = 256) -> str:
     # branch 0: -y (elementwise, reads and writes n*n); branch 1: y @ y (reads 2 n*n, writes
     # n*n, and 2 n^3 flops): the costliest on any hardware

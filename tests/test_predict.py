@@ -342,3 +342,18 @@ func.func @main(%x: tensor<8x56x56x64xbf16>, %w: tensor<3x3x64x64xbf16>) -> tens
     notes = {(r.system, r.backend): " ".join(r.notes) for r in res.rows}
     assert "1 convolution call carries no idle time around it: a100-40gb" in notes[("a100-40gb-x4", "calibrated")]
     assert "idle" not in notes[("h100-sxm-x4", "calibrated")] and "idle" not in notes[("a100-40gb-x4", "roofline")]
+
+
+def test_unknown_trip_count_option(tmp_path, capsys):
+    """--unknown-trip-count N runs a data-dependent loop N times (no warning); a bad value
+    is a one-line error."""
+    from conftest import DATA_DEPENDENT_WHILE
+
+    p = tmp_path / "loop.mlir"
+    p.write_text(DATA_DEPENDENT_WHILE)
+    once = predict(str(p), systems=["h100-sxm-x4"], top=1)
+    ten = predict(str(p), systems=["h100-sxm-x4"], top=1, unknown_trip_count=10)
+    assert "warnings" in once.program and "warnings" not in ten.program
+    assert once.top_kernels[0]["executions"] == 1 and ten.top_kernels[0]["executions"] == 10
+    rc, _, err = run_cli(capsys, "predict", p, "--system", "h100-sxm-x4", "--unknown-trip-count", "-3")
+    assert rc == 1 and err.strip() == "costmodel: error: --unknown-trip-count expects 0 to 2^63-1 iterations, got -3"

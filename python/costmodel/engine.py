@@ -33,6 +33,8 @@ __all__ = [
     "KERNEL_ATTR",
     "KERNEL_COST_ATTR",
     "infer_trip_count",
+    "trip_count_hint",
+    "TRIP_COUNT_ATTR",
 ]
 
 COST_ATTR = "costmodel.cost"
@@ -109,7 +111,29 @@ def _block_arg_index(value, block) -> int | None:
     return None
 
 
+TRIP_COUNT_ATTR = "costmodel.trip_count"
+
+
+def trip_count_hint(while_op: ir.Operation) -> int | None:
+    """The iterations a user gave a loop whose count the IR does not fix (a data-dependent
+    `stablehlo.while`): `costmodel.trip_count = N : i64` on the op; None when absent."""
+    if TRIP_COUNT_ATTR not in while_op.attributes:
+        return None
+    try:
+        n = ir.IntegerAttr(while_op.attributes[TRIP_COUNT_ATTR]).value
+    except (ValueError, TypeError):
+        return None
+    return n if n >= 0 else None
+
+
 def infer_trip_count(while_op: ir.Operation) -> int | None:
+    """Trip count of a counted loop (jax fori_loop / scan); else the op's
+    costmodel.trip_count hint (trip_count_hint); else None."""
+    n = _counted_loop_trips(while_op)
+    return n if n is not None else trip_count_hint(while_op)
+
+
+def _counted_loop_trips(while_op: ir.Operation) -> int | None:
     """Trip count of a counted loop (jax fori_loop / scan), or None.
 
     Pattern: cond returns `compare DIR, %iv, %bound` where %iv is a loop-carried value
@@ -208,8 +232,13 @@ class CostEngine:
         kernel_former=None,
         branch: str | int = "max",
         nested_costs: bool = True,
+        unknown_trip_count: int | None = None,
     ):
         from .branches import parse_policy
+
+        # the iterations of a while loop whose count neither the IR nor a
+        # costmodel.trip_count hint gives (None: one, with a warning)
+        self.unknown_trip_count = unknown_trip_count
 
         self.backend = backend
         # kernels formed elsewhere (fusion=iree: IREE's dispatch regions): an object with
@@ -758,6 +787,8 @@ class CostEngine:
             cond = self.region_totals(op.regions[0])
             body = self.region_totals(op.regions[1])
             trip = infer_trip_count(op)
+            if trip is None and self.unknown_trip_count is not None:
+                trip = self.unknown_trip_count  # the user's, for every such loop
             t = Totals()
             # a runtime that evaluates the condition on the host (IREE) waits for the
             # device once per iteration: the backend says what that round trip costs
@@ -769,7 +800,8 @@ class CostEngine:
                 self.diags.warning(
                     op.location,
                     "cannot infer the trip count of this 'stablehlo.while' (not a counted loop with "
-                    "constant start, bound and step); costing one iteration",
+                    "constant start, bound and step); costing one iteration (give it with annotate-cost's "
+                    f"unknown-trip-count=N, or {TRIP_COUNT_ATTR} = N : i64 on the op)",
                 )
                 t.add(cond)
                 t.add(body)

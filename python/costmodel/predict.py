@@ -217,6 +217,7 @@ def _predict(
     progress=None,
     inline: bool = True,
     combine: bool | None = None,
+    unknown_trip_count: int | str | None = None,
 ) -> PredictResult:
     from .chakra.export import export_module, retime_template, run_from_pass
     from .combiner import combine_all_reduces, compiler_combines
@@ -229,7 +230,13 @@ def _predict(
     from .simulate import simulate_dir, simulate_graphs
     from .systems import load_system
 
+    from .passes.annotate_cost import trip_option
+
     backends = backends or ["roofline"]
+    try:  # a whole number of iterations >= 0 (annotate-cost's unknown-trip-count)
+        trips = trip_option(str(unknown_trip_count)) if unknown_trip_count is not None else None
+    except InputError as err:
+        raise PredictError(f"--unknown-trip-count {err}") from None
     if not systems:
         raise PredictError("give at least one --system (see `costmodel systems list`)")
     data, source = read_input(path)
@@ -316,6 +323,7 @@ def _predict(
                             # the clones are read for their totals, kernels and graphs,
                             # never printed: reducers inside cached ops stay uncosted
                             nested_costs=bool(trace_dir),
+                            unknown_trip_count=trips,
                         )
                         if not done:  # the first clone, annotated in full: what annotate-cost warned of
                             uncosted = not_costed_note(clone, diags)

@@ -12,11 +12,15 @@
 // RUN: not stablehlo-opt %s --annotate-cost="overhead_ns=-1" 2>&1 | FileCheck %s --check-prefix=NEG
 // NEG: stablehlo-opt: error: pass 'annotate-cost': option 'overhead_ns' expects a number >= 0, got '-1'
 // RUN: not stablehlo-opt %s --annotate-cost="hardwre=a100-40gb" 2>&1 | FileCheck %s --check-prefix=TYPO
-// TYPO: stablehlo-opt: error: pass 'annotate-cost' has no option 'hardwre'; did you mean 'hardware'? (options: backend, hardware, fusion, branch, inline)
+// TYPO: stablehlo-opt: error: pass 'annotate-cost' has no option 'hardwre'; did you mean 'hardware'? (options: backend, hardware, fusion, branch, unknown-trip-count, inline)
 // The branch policy of stablehlo.case/if (docs/cost-rules.md, "Conditionals"): one line for a bad value.
 // RUN: not stablehlo-opt %s --annotate-cost="branch=largest" 2>&1 | FileCheck %s --check-prefix=BRANCH
 // BRANCH: stablehlo-opt: error: pass 'annotate-cost': option 'branch': branch must be max, mean, xla or a branch index (an integer >= 0), got 'largest'
 // BRANCH-NOT: Traceback
+// A data-dependent while loop: iterations from the option, or from the op's own hint.
+// RUN: not stablehlo-opt %s --annotate-cost="unknown-trip-count=many" 2>&1 | FileCheck %s --check-prefix=TRIPS
+// TRIPS: stablehlo-opt: error: pass 'annotate-cost': option 'unknown-trip-count': expects a whole number of iterations, got 'many'
+// RUN: stablehlo-opt %s --split-input-file --annotate-cost="hardware=h100-sxm unknown-trip-count=12" | FileCheck %s --check-prefix=TWELVE
 // RUN: stablehlo-opt %s --split-input-file --annotate-cost="hardware=h100-sxm branch=mean" | FileCheck %s --check-prefix=MEAN
 // RUN: stablehlo-opt %s --split-input-file --annotate-cost="hardware=h100-sxm branch=1" | FileCheck %s --check-prefix=SECOND
 // RUN: stablehlo-opt %s --split-input-file --annotate-cost="hardware=h100-sxm branch=xla" | FileCheck %s --check-prefix=XLA
@@ -207,4 +211,38 @@ func.func public @conditional(%i: tensor<i32>, %a: tensor<8x8xf32>) -> tensor<8x
     stablehlo.return %1 : tensor<8x8xf32>
   }) : (tensor<i32>) -> tensor<8x8xf32>
   return %0 : tensor<8x8xf32>
+}
+
+// -----
+
+// A loop until the data says stop: one iteration and a warning (stablehlo-opt), or the
+// option's count (TWELVE); a loop with its own costmodel.trip_count keeps it.
+// CHECK-LABEL: func.func public @until_converged
+// TWELVE-LABEL: func.func public @until_converged
+func.func public @until_converged(%x: tensor<64xf32>) -> (tensor<64xf32>, tensor<64xf32>) {
+  %limit = stablehlo.constant dense<1.0e+06> : tensor<f32>
+  %zero = stablehlo.constant dense<0.0> : tensor<f32>
+  // CHECK: stablehlo.while{{.*}}costmodel.cost = {{{.*}}flops = 128 : i64
+  // TWELVE: stablehlo.while{{.*}}costmodel.cost = {{{.*}}flops = 1536 : i64{{.*}}trip_count = 12 : i64
+  %r = stablehlo.while(%it = %x) : tensor<64xf32>
+  cond {
+    %s = stablehlo.reduce(%it init: %zero) applies stablehlo.add across dimensions = [0] : (tensor<64xf32>, tensor<f32>) -> tensor<f32>
+    %c = stablehlo.compare LT, %s, %limit : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %c : tensor<i1>
+  } do {
+    %n = stablehlo.multiply %it, %it : tensor<64xf32>
+    stablehlo.return %n : tensor<64xf32>
+  }
+  // CHECK: stablehlo.while{{.*}}costmodel.cost = {{{.*}}flops = 896 : i64{{.*}}trip_count = 7 : i64
+  // TWELVE: stablehlo.while{{.*}}costmodel.cost = {{{.*}}flops = 896 : i64{{.*}}trip_count = 7 : i64
+  %h = stablehlo.while(%it = %x) : tensor<64xf32> attributes {costmodel.trip_count = 7 : i64}
+  cond {
+    %s = stablehlo.reduce(%it init: %zero) applies stablehlo.add across dimensions = [0] : (tensor<64xf32>, tensor<f32>) -> tensor<f32>
+    %c = stablehlo.compare LT, %s, %limit : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %c : tensor<i1>
+  } do {
+    %n = stablehlo.multiply %it, %it : tensor<64xf32>
+    stablehlo.return %n : tensor<64xf32>
+  }
+  return %r, %h : tensor<64xf32>, tensor<64xf32>
 }

@@ -45,6 +45,12 @@ def register(subparsers) -> None:
     p.add_argument(
         "--no-combine", dest="combine", action="store_false", help="keep every all-reduce as exported"
     )
+    p.add_argument(
+        "--unknown-trip-count",
+        metavar="N",
+        help="iterations of every while loop whose trip count the IR does not fix (a data-dependent loop) and "
+        "that has no costmodel.trip_count of its own (default: one, with a warning)",
+    )
     p.add_argument("--top", type=int, default=10, metavar="N", help="top kernels to list (default 10; 0: none)")
     p.add_argument("--json", action="store_true", help="print the JSON document (docs/predict.md) instead of the table")
     p.add_argument("--trace", metavar="DIR", help="write each run's Chakra trace and Perfetto timeline into DIR")
@@ -100,6 +106,7 @@ def _run(args) -> int:
             progress=update,
             inline=args.inline,
             combine=args.combine,
+            unknown_trip_count=args.unknown_trip_count,
         )
     except (PredictError, InputError) as err:
         raise CommandError(str(err)) from None
