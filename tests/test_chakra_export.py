@@ -663,3 +663,22 @@ def test_extract_collectives_hands_its_decoded_collectives_to_the_exporter(tmp_p
     for name in sorted(os.listdir(tmp_path / "one")):
         if name.endswith(".et") or name == "comm_group.json":
             assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes(), name
+
+
+def test_counts_beyond_int64_saturate_in_the_trace(tmp_path):
+    """A loop of 2^63 - 1 trips (a user's unknown-trip-count) as one region node: its
+    flops overflow Chakra's int64 num_ops, which saturates; no traceback, the trace is
+    written and reads back."""
+    from conftest import DATA_DEPENDENT_WHILE
+    from costmodel import driver
+    from costmodel.chakra.export import INT64_MAX
+
+    src = tmp_path / "loop.mlir"
+    src.write_text(DATA_DEPENDENT_WHILE)
+    trace = tmp_path / "t"
+    rc = driver.main([str(src), f"--annotate-cost=unknown-trip-count={INT64_MAX}",
+                      f"--extract-collectives=system=dgx-h100 chakra-dir={trace}", "-o", str(tmp_path / "o.mlir")])
+    assert rc == 0
+    nodes = [n for n in read_trace(str(trace / "trace.0.et"))[1] if n.type == pb.COMP_NODE]
+    (loop,) = [n for n in nodes if any(a.name == "num_ops" and a.int64_val == INT64_MAX for a in n.attr)]
+    assert loop.duration_micros > 0

@@ -895,10 +895,19 @@ def _round_durations(nodes: list[TNode], loops: list[TLoop], warnings: list[str]
 # ---------------------------------------------------------------------------
 
 
+INT64_MAX = 2**63 - 1
+UINT64_MAX = 2**64 - 1
+
+
 def _attr(node: pb.Node, name: str, **value) -> None:
+    """A Chakra attribute; an int64 count beyond its range (the flops of a loop of 10^18
+    trips as one node) saturates at 2^63 - 1: the field cannot hold it, and the node's
+    duration, not its counts, is what the simulators replay."""
     a = node.attr.add()
     a.name = name
     for k, v in value.items():
+        if k == "int64_val" and v > INT64_MAX:
+            v = INT64_MAX
         setattr(a, k, v)
 
 
@@ -922,7 +931,7 @@ class RankGraphs:
 
 def _comp_node(tn) -> pb.Node:
     """A template compute node's Chakra node, without id and dependencies."""
-    node = pb.Node(name=tn.name, type=pb.COMP_NODE, duration_micros=tn.duration_us)
+    node = pb.Node(name=tn.name, type=pb.COMP_NODE, duration_micros=min(tn.duration_us, UINT64_MAX))
     _attr(node, "is_cpu_op", bool_val=False)
     _attr(node, "num_ops", int64_val=max(1, tn.flops))
     _attr(node, "tensor_size", int64_val=max(1, tn.nbytes))
@@ -1014,7 +1023,7 @@ def instantiate(
         if proto is None:
             proto = pb.Node(name=tn.name, type=COLL)
             if tn.comm_kind == "collective_broadcast":
-                proto.duration_micros = math.floor(t_ns / 1000.0 + 0.5)
+                proto.duration_micros = min(math.floor(t_ns / 1000.0 + 0.5), UINT64_MAX)
             _attr(proto, "is_cpu_op", bool_val=False)
             _attr(proto, "comm_type", int64_val=COMM_TYPE_OF_KIND[tn.comm_kind])
             _attr(proto, "comm_size", int64_val=tn.comm_bytes)
