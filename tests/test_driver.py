@@ -336,7 +336,7 @@ def test_unknown_option_of_our_pass(capsys, module_file):
     assert rc == 1
     assert one_error_line(err) == (
         "stablehlo-opt: error: pass 'annotate-cost' has no option 'hardwre'; did you mean 'hardware'? "
-        "(options: backend, hardware, fusion, branch, inline)"
+        "(options: backend, hardware, fusion, branch, unknown-trip-count, inline)"
     )
 
 

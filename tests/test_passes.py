@@ -108,7 +108,7 @@ def test_typo_of_annotate_cost_option_suggests_it():
     with pytest.raises(InputError) as err:
         parse_options(get_pass("annotate-cost"), "hardwre=a100-40gb")
     assert str(err.value) == (
-        "pass 'annotate-cost' has no option 'hardwre'; did you mean 'hardware'? (options: backend, hardware, fusion, branch, inline)"
+        "pass 'annotate-cost' has no option 'hardwre'; did you mean 'hardware'? (options: backend, hardware, fusion, branch, unknown-trip-count, inline)"
     )
 
 
