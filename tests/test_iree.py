@@ -169,6 +169,26 @@ def test_sharded_module_must_be_partitioned_first():
     assert "run --propagate-shardings first" in str(err.value)
 
 
+def test_a_constraint_that_shards_nothing_is_dropped():
+    """A one-device program with a sharding constraint on an empty mesh (jax.random's keys
+    under jit) is per-device as it is: the constraint is the identity, and IREE compiles
+    the program without it."""
+    text = """
+module {
+  sdy.mesh @empty_mesh = <[]>
+  func.func public @main(%x: tensor<8x8xf32>) -> tensor<8x8xf32> {
+    %c = sdy.sharding_constraint %x <@empty_mesh, [{}, {}]> : tensor<8x8xf32>
+    %y = stablehlo.add %c, %x : tensor<8x8xf32>
+    return %y : tensor<8x8xf32>
+  }
+}
+"""
+    module = load_module(make_context(), text, "m.mlir")
+    prepared = prepare(module)
+    assert b"sdy." not in prepared.text and b"stablehlo.add" in prepared.text
+    compile_module(module)  # no IreeError
+
+
 def test_partitioned_module_compiles_without_shardy(tmp_path, capsys):
     """After --propagate-shardings the per-device program still carries the mesh and
     `sdy.sharding` attributes; they are dropped for IREE, its collectives compile."""

@@ -131,9 +131,15 @@ def prepare(module) -> Prepared:
 
 
 def _strip_shardy(clone, ops) -> None:
-    """Mesh ops and `sdy.*` attributes go (a partitioned program computes without them)."""
+    """Mesh ops and `sdy.*` attributes go (a partitioned program computes without them),
+    and so do sharding constraints that shard nothing (a one-device program's PRNG keys
+    on an empty mesh: the identity; prepare refused any other before)."""
     for op in ops:
         if op.name == "sdy.mesh":
+            op.erase()
+            continue
+        if op.name in ("sdy.sharding_constraint", "sdy.reshard"):
+            op.results[0].replace_all_uses_with(op.operands[0])
             op.erase()
             continue
         for key in [k for k in _names(op.attributes) if k.startswith("sdy.")]:
