@@ -357,3 +357,30 @@ def test_unknown_trip_count_option(tmp_path, capsys):
     assert once.top_kernels[0]["executions"] == 1 and ten.top_kernels[0]["executions"] == 10
     rc, _, err = run_cli(capsys, "predict", p, "--system", "h100-sxm-x4", "--unknown-trip-count", "-3")
     assert rc == 1 and err.strip() == "costmodel: error: --unknown-trip-count expects 0 to 2^63-1 iterations, got -3"
+
+
+def test_a_backend_a_system_cannot_run_leaves_out_its_row(tmp_path, capsys):
+    """calibrated on a TPU preset (no calibration block): that row is left out with a note
+    saying why, the others run; when no row can run it is an error, and an unknown
+    backend name is one at once."""
+    model = tmp_path / "one.mlir"  # one device: it runs on any system
+    model.write_text("""
+func.func @main(%a: tensor<1024x1024xbf16>, %b: tensor<1024x1024xbf16>) -> tensor<1024x1024xbf16> {
+  %d = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<1024x1024xbf16>, tensor<1024x1024xbf16>) -> tensor<1024x1024xbf16>
+  return %d : tensor<1024x1024xbf16>
+}
+""")
+    model = str(model)
+    res = predict(model, systems=["tpu-v5p-64", "h100-sxm-x4"], backends=["roofline", "calibrated"])
+    assert [(r.system, r.backend) for r in res.rows] == [("tpu-v5p-64", "roofline"), ("h100-sxm-x4", "roofline"),
+                                                          ("h100-sxm-x4", "calibrated")]
+    (why,) = res.program["skipped"]
+    assert why.startswith("tpu-v5p-64 / calibrated: backend 'calibrated' needs the hardware spec's 'calibration' block")
+    from costmodel.predict import render_table
+
+    assert f"note: no row for {why}" in render_table(res)
+    assert res.rows[2].speedup == 1.0  # the first row of its backend
+    rc, _, err = run_cli(capsys, "predict", model, "--system", "tpu-v5p-64", "--backend", "calibrated")
+    assert rc == 1 and err.startswith("costmodel: error: no system can run the backends asked for: tpu-v5p-64 / calibrated")
+    rc, _, err = run_cli(capsys, "predict", model, "--system", "h100-sxm-x4", "--backend", "calibratd")
+    assert rc == 1 and "unknown backend 'calibratd'" in err

@@ -306,11 +306,28 @@ def _predict(
             total = len(scenarios) * len(backends)
             done = 0
             first_annotation = len(diags.diagnostics)  # where the first clone's warnings start
+            first = True
+            skipped: list[str] = []
+            from .backends import BackendError, get_backend, make_backend
+
+            for backend in backends:
+                try:
+                    get_backend(backend)  # an unknown name is the user's mistake: an error
+                except BackendError as err:
+                    raise PredictError(str(err)) from None
             for label, sys_arg, spec in scenarios:
                 from .hardware import load_hardware
 
                 hw = load_hardware(spec.hardware)
                 for backend in backends:
+                    try:  # a backend this hardware cannot run (calibrated without a calibration block)
+                        make_backend(backend, hw, {})
+                    except BackendError as err:
+                        skipped.append(f"{label} / {backend}: {err}")
+                        done += 1
+                        if progress is not None:
+                            progress(done, total, f"{label} / {backend}")
+                        continue
                     clone = module.clone()
                     try:
                         annotate_module(
@@ -325,7 +342,8 @@ def _predict(
                             nested_costs=bool(trace_dir),
                             unknown_trip_count=trips,
                         )
-                        if not done:  # the first clone, annotated in full: what annotate-cost warned of
+                        if first:  # the first clone, annotated in full: what annotate-cost warned of
+                            first = False
                             uncosted = not_costed_note(clone, diags)
                             if uncosted:
                                 program["not_costed"] = uncosted
@@ -403,7 +421,11 @@ def _predict(
                     done += 1
                     if progress is not None:
                         progress(done, total, f"{label} / {backend}")
-        # speedup: against the first system, with the same backend
+        if skipped:
+            if not rows:
+                raise PredictError("no system can run the backends asked for: " + "; ".join(skipped))
+            program["skipped"] = skipped
+        # speedup: against the first system with a row of the same backend
         base: dict[str, float] = {}
         for r in rows:
             base.setdefault(r.backend, r.step_time_ms)
@@ -543,6 +565,8 @@ def render_table(res: PredictResult) -> str:
         )
     if res.program.get("not_costed"):
         lines.append(f"note: {res.program['not_costed']}")
+    for why in res.program.get("skipped", []):
+        lines.append(f"note: no row for {why}")
     for r in res.rows:
         for note in r.notes:
             lines.append(f"note: {r.system} / {r.backend}: {note}")
