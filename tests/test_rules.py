@@ -213,3 +213,16 @@ def test_unknown_linalg_routine_and_shape_assertion():
                 ' stablehlo.custom_call @shape_assertion(%c) {has_side_effect = true} : (tensor<i1>) -> ()\n return %a : tensor<4xf32>',
                 "%a: tensor<4xf32>", "tensor<4xf32>")
     assert a.totals.flops == 0
+
+
+def test_known_uncosted_custom_calls_say_what_is_left_out():
+    """A collective we do not model yet (ragged_all_to_all) stays uncosted, with a reason
+    that says its communication is not in the step."""
+    a = run_annotate('func.func public @main(%a: tensor<64x128xbf16>, %o: tensor<64x128xbf16>, %i: tensor<8xi32>) -> tensor<64x128xbf16> {\n'
+                     ' %0 = stablehlo.custom_call @ragged_all_to_all(%a, %o, %i, %i, %i, %i) {api_version = 4 : i32} : '
+                     '(tensor<64x128xbf16>, tensor<64x128xbf16>, tensor<8xi32>, tensor<8xi32>, tensor<8xi32>, tensor<8xi32>) -> tensor<64x128xbf16>\n'
+                     ' return %0 : tensor<64x128xbf16>\n}')
+    assert a.totals.unsupported == 1
+    (d,) = a.diagnostics
+    assert "'ragged_all_to_all' is a collective with data-dependent sizes" in d.message
+    assert "its communication and copy are not in the step" in d.message
