@@ -200,3 +200,15 @@ func.func @main(%x: tensor<64x64xf32>) -> tensor<64x64xf32> {
   return %r : tensor<64x64xf32>
 }
 """
+
+
+# lax.ragged_all_to_all under shard_map over 8 devices, as JAX 0.10 exports it: a custom
+# call with its groups and channel in backend_config (MoE token dispatch).
+RAGGED_ALL_TO_ALL = """
+module @jit_f attributes {mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%x: tensor<64x128xbf16>, %out: tensor<64x128xbf16>, %in_off: tensor<8xi32>, %send: tensor<8xi32>, %out_off: tensor<8xi32>, %recv: tensor<8xi32>) -> tensor<64x128xbf16> {
+    %0 = stablehlo.custom_call @ragged_all_to_all(%x, %out, %in_off, %send, %out_off, %recv) {api_version = 4 : i32, backend_config = {channel_id = 1 : i64, replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]> : tensor<2x4xi64>}} : (tensor<64x128xbf16>, tensor<64x128xbf16>, tensor<8xi32>, tensor<8xi32>, tensor<8xi32>, tensor<8xi32>) -> tensor<64x128xbf16>
+    return %0 : tensor<64x128xbf16>
+  }
+}
+"""

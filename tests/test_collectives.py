@@ -398,3 +398,16 @@ def test_jax_example_single_replica():
     infos = decode_all(module)
     assert len(infos) == 6
     assert all(i.groups == [[0]] and i.group_size == 1 for i in infos)
+
+
+def test_ragged_all_to_all_is_an_all_to_all_of_its_operand():
+    """lax.ragged_all_to_all exports as a custom call: decoded as an all_to_all of its data
+    operand (an upper bound on what it sends: the sizes are data), its groups and channel
+    read from backend_config (channel 1: cross-partition ids)."""
+    from conftest import RAGGED_ALL_TO_ALL
+
+    module = load(RAGGED_ALL_TO_ALL)
+    (info,) = decode_all(module)
+    assert info.kind == "all_to_all" and info.mode == CROSS_PARTITION
+    assert info.comm_bytes == info.bytes_in == 64 * 128 * 2  # operand 0 only, bf16
+    assert info.groups == [[0, 1, 2, 3], [4, 5, 6, 7]]

@@ -384,3 +384,15 @@ func.func @main(%a: tensor<1024x1024xbf16>, %b: tensor<1024x1024xbf16>) -> tenso
     assert rc == 1 and err.startswith("costmodel: error: no system can run the backends asked for: tpu-v5p-64 / calibrated")
     rc, _, err = run_cli(capsys, "predict", model, "--system", "h100-sxm-x4", "--backend", "calibratd")
     assert rc == 1 and "unknown backend 'calibratd'" in err
+
+
+def test_ragged_all_to_all_communicates(tmp_path):
+    """A ragged all-to-all (MoE token dispatch) is a collective in the step: communication
+    time, nothing left uncosted."""
+    from conftest import RAGGED_ALL_TO_ALL
+
+    p = tmp_path / "ragged.mlir"
+    p.write_text(RAGGED_ALL_TO_ALL)
+    (row,) = predict(str(p), systems=["dgx-h100"]).rows
+    assert row.comm_ms > 0 and row.step_time_ms >= row.comm_ms
+    assert "not_costed" not in predict(str(p), systems=["dgx-h100"]).program

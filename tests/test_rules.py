@@ -216,13 +216,18 @@ def test_unknown_linalg_routine_and_shape_assertion():
 
 
 def test_known_uncosted_custom_calls_say_what_is_left_out():
-    """A collective we do not model yet (ragged_all_to_all) stays uncosted, with a reason
-    that says its communication is not in the step."""
-    a = run_annotate('func.func public @main(%a: tensor<64x128xbf16>, %o: tensor<64x128xbf16>, %i: tensor<8xi32>) -> tensor<64x128xbf16> {\n'
-                     ' %0 = stablehlo.custom_call @ragged_all_to_all(%a, %o, %i, %i, %i, %i) {api_version = 4 : i32} : '
-                     '(tensor<64x128xbf16>, tensor<64x128xbf16>, tensor<8xi32>, tensor<8xi32>, tensor<8xi32>, tensor<8xi32>) -> tensor<64x128xbf16>\n'
+    """A Pallas kernel stays uncosted, with a reason that says its work is not in the step;
+    a ragged all-to-all (a collective, costmodel.collectives) moves its bytes locally, as
+    stablehlo.all_to_all does."""
+    a = run_annotate('func.func public @main(%a: tensor<64x128xbf16>) -> tensor<64x128xbf16> {\n'
+                     ' %0 = stablehlo.custom_call @tpu_custom_call(%a) {backend_config = "x"} : (tensor<64x128xbf16>) -> tensor<64x128xbf16>\n'
                      ' return %0 : tensor<64x128xbf16>\n}')
     assert a.totals.unsupported == 1
     (d,) = a.diagnostics
-    assert "'ragged_all_to_all' is a collective with data-dependent sizes" in d.message
-    assert "its communication and copy are not in the step" in d.message
+    assert "'tpu_custom_call' is a Pallas/Mosaic TPU kernel, opaque to us: its work is not in the step" in d.message
+    from conftest import RAGGED_ALL_TO_ALL
+
+    a = run_annotate(RAGGED_ALL_TO_ALL)
+    c = a.cost(a.ops("stablehlo.custom_call")[0])
+    data, ints = 64 * 128 * 2, 8 * 4  # bf16 operand and output buffer; four i32 vectors
+    assert c == {"flops": 0, "transcendentals": 0, "bytes_read": 2 * data + 4 * ints, "bytes_written": data}

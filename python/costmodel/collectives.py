@@ -117,12 +117,38 @@ class CollectiveInfo:
 # ---------------------------------------------------------------------------
 
 
+# Collectives that JAX exports as custom calls: the target -> the kind we model it as.
+# lax.ragged_all_to_all (MoE token dispatch) sends data-dependent slices of its operand;
+# we model it as the all_to_all of its whole operand (an upper bound on what it sends),
+# with its groups and channel in `backend_config`.
+CUSTOM_CALL_COLLECTIVES = {"ragged_all_to_all": "all_to_all"}
+
+
+def custom_collective_kind(op) -> str | None:
+    """The kind of a collective exported as a custom call (CUSTOM_CALL_COLLECTIVES), else None."""
+    if op.name != "stablehlo.custom_call" or "call_target_name" not in op.attributes:
+        return None
+    return CUSTOM_CALL_COLLECTIVES.get(ir.StringAttr(op.attributes["call_target_name"]).value)
+
+
 def collective_kind(op) -> str | None:
-    return _OP_KIND.get(op.name)
+    kind = _OP_KIND.get(op.name)
+    return kind if kind is not None else custom_collective_kind(op)
 
 
 def is_collective(op) -> bool:
-    return op.name in _OP_KIND
+    return collective_kind(op) is not None
+
+
+def _config_attr(op, name: str):
+    """An entry of a custom call's `backend_config` dictionary (None when absent)."""
+    if "backend_config" not in op.attributes:
+        return None
+    try:
+        cfg = ir.DictAttr(op.attributes["backend_config"])
+    except (ValueError, TypeError):
+        return None
+    return cfg[name] if name in cfg else None
 
 
 def _attr(op, name):
@@ -474,9 +500,16 @@ def decode_collective(
     if op.name.startswith("sdy."):
         return _decode_sdy(op, kind, num_replicas, num_partitions, meshes)
     R, P = num_replicas, num_partitions
-    cid = channel_id(op)
-    ugdi = _bool_attr(_attr(op, "use_global_device_ids"))
-    bytes_in = _tensor_bytes(op.operands)
+    custom = op.name == "stablehlo.custom_call"
+    if custom:  # ragged_all_to_all: its groups and channel in backend_config; its data operand 0
+        c = _config_attr(op, "channel_id")
+        cid = _int_attr(c) if c is not None else 0
+        ugdi = False
+        bytes_in = _tensor_bytes([op.operands[0]])
+    else:
+        cid = channel_id(op)
+        ugdi = _bool_attr(_attr(op, "use_global_device_ids"))
+        bytes_in = _tensor_bytes(op.operands)
     bytes_out = _tensor_bytes(op.results)
     info = CollectiveInfo(kind, op.name, bytes_in, bytes_out, bytes_in, [], "", cid, num_devices=R * P)
 
@@ -509,7 +542,7 @@ def decode_collective(
         return info
 
     mode = choose_mode(kind, cid, ugdi)
-    rg = _attr(op, "replica_groups")
+    rg = _config_attr(op, "replica_groups") if custom else _attr(op, "replica_groups")
     if rg is not None and "replica_group_mesh_axes" in str(rg):
         groups = _mesh_axes_replica_groups(op, rg, meshes)
         info.mode = mode
@@ -737,7 +770,7 @@ def find_collectives(module, *, on_unknown_trip_count=None, on_recursion=None) -
             for child in block.operations:
                 child = child.operation
                 name = child.name
-                if name in _OP_KIND:
+                if name in _OP_KIND or (name == "stablehlo.custom_call" and custom_collective_kind(child)):
                     colls.append((child, mult))
                 callee_attr = None
                 if name == "func.call":

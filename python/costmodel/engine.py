@@ -523,6 +523,7 @@ class CostEngine:
     def _kernel_block_totals(self, block) -> Totals:
         from .backends import estimate_kernel
         from .kernels import Node
+        from .collectives import custom_collective_kind
         from .kernels.formation import BOUNDARY, COLLECTIVE, FREE, OPAQUE, op_class, single_participant
 
         t = Totals()
@@ -545,6 +546,8 @@ class CostEngine:
                 nodes.append(Node(op, name, None, BOUNDARY))
                 continue
             cls = op_class(name)
+            if cls == OPAQUE and name == "stablehlo.custom_call" and custom_collective_kind(op):
+                cls = COLLECTIVE  # a collective exported as a custom call (ragged_all_to_all)
             if cls == COLLECTIVE and single_participant(op):
                 nodes.append(Node(op, name, OpCost(), FREE, passthrough=True))
                 continue

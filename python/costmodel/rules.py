@@ -812,8 +812,6 @@ ZERO_COST_CUSTOM_CALLS = frozenset(
 # Targets we recognise but do not cost, with what that leaves out of the step (the
 # reason goes into the op's costmodel.unsupported and the warning).
 UNCOSTED_CUSTOM_CALLS = {
-    "ragged_all_to_all": "a collective with data-dependent sizes (lax.ragged_all_to_all, MoE token dispatch) "
-    "that extract-collectives does not model yet: its communication and copy are not in the step",
     "tpu_custom_call": "a Pallas/Mosaic TPU kernel, opaque to us: its work is not in the step",
     "__gpu$xla.gpu.triton": "a Pallas/Triton GPU kernel, opaque to us: its work is not in the step",
     "mosaic_gpu": "a Pallas/Mosaic GPU kernel, opaque to us: its work is not in the step",
@@ -842,6 +840,9 @@ def custom_call_rule(op, env) -> OpCost:
 CUSTOM_CALL_RULES: dict[str, Rule] = {
     "TopK": topk_rule,
     "mhlo.topk": topk_rule,
+    # a collective (costmodel.collectives.CUSTOM_CALL_COLLECTIVES): its local work is data
+    # movement, as stablehlo.all_to_all's; extract-collectives costs the communication
+    "ragged_all_to_all": default_rule,
 }
 
 

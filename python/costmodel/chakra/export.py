@@ -57,12 +57,12 @@ import time
 from typing import Callable
 
 from ..engine import COST_ATTR, KERNEL_COST_ATTR, SUMMARY_ATTR, infer_trip_count
+from ..collectives import custom_collective_kind
 from ..ir import InputError, format_location, ir, attr_number
 from . import et_def_pb2 as pb
 from .io import CHAKRA_VERSION, encode_trace, make_metadata
 
 __all__ = [
-    "ExportOptions",
     "ExportResult",
     "TemplateGraph",
     "build_template",
@@ -328,7 +328,7 @@ class _Builder:
             for op in block.operations:
                 op = op.operation
                 name = op.name
-                if name in COMM_OP_KINDS:
+                if name in COMM_OP_KINDS or (name == "stablehlo.custom_call" and custom_collective_kind(op)):
                     return True
                 if name in CONTROL_OPS and self.has_comm(op):
                     return True
@@ -373,6 +373,8 @@ class _Builder:
 
     def visit(self, op, name: str) -> None:
         kind = COMM_OP_KINDS.get(name)
+        if kind is None and name == "stablehlo.custom_call":
+            kind = custom_collective_kind(op)  # ragged_all_to_all
         if kind is not None:
             info = self._decode(op)
             if info is not None:
@@ -505,7 +507,7 @@ class _Builder:
             for block in region.blocks:
                 for inner in block.operations:
                     inner = inner.operation
-                    if inner.name in COMM_OP_KINDS:
+                    if inner.name in COMM_OP_KINDS or custom_collective_kind(inner):
                         n += 1
                     elif inner.name in CONTROL_OPS and self.has_comm(inner):
                         times = 1
