@@ -224,10 +224,25 @@ def test_known_uncosted_custom_calls_say_what_is_left_out():
                      ' return %0 : tensor<64x128xbf16>\n}')
     assert a.totals.unsupported == 1
     (d,) = a.diagnostics
-    assert "'tpu_custom_call' is a Pallas/Mosaic TPU kernel, opaque to us: its work is not in the step" in d.message
+    assert "'tpu_custom_call' is a Pallas/Mosaic TPU kernel without a cost estimate" in d.message
+    assert "its work is not in the step" in d.message
     from conftest import RAGGED_ALL_TO_ALL
 
     a = run_annotate(RAGGED_ALL_TO_ALL)
     c = a.cost(a.ops("stablehlo.custom_call")[0])
     data, ints = 64 * 128 * 2, 8 * 4  # bf16 operand and output buffer; four i32 vectors
     assert c == {"flops": 0, "transcendentals": 0, "bytes_read": 2 * data + 4 * ints, "bytes_written": data}
+
+
+def test_pallas_tpu_kernel_costs_its_declared_estimate():
+    """pallas_call(..., cost_estimate=pl.CostEstimate(flops, transcendentals,
+    bytes_accessed)) on TPU: JAX writes the estimate into the custom call's backend_config
+    (as XLA reads it); the kernel costs it, its result bytes written, the rest read."""
+    n = 256 * 256
+    cfg = ('{\\22custom_call_config\\22: {\\22body\\22: \\22TUzv\\22, \\22cost_estimate\\22: {\\22bytes_accessed\\22: '
+           f'{3 * n * 4}, \\22flops\\22: {2 * n}, \\22remote_bytes_transferred\\22: 0, \\22transcendentals\\22: {n}}}}}}}')
+    a = _single(f' %0 = stablehlo.custom_call @tpu_custom_call(%a, %b) {{backend_config = "{cfg}", kernel_name = "kernel"}} : '
+                '(tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>\n return %0 : tensor<256x256xf32>',
+                "%a: tensor<256x256xf32>, %b: tensor<256x256xf32>", "tensor<256x256xf32>")
+    c = a.cost(a.ops("stablehlo.custom_call")[0])
+    assert c == {"flops": 2 * n, "transcendentals": n, "bytes_read": 2 * n * 4, "bytes_written": n * 4}

@@ -812,7 +812,8 @@ ZERO_COST_CUSTOM_CALLS = frozenset(
 # Targets we recognise but do not cost, with what that leaves out of the step (the
 # reason goes into the op's costmodel.unsupported and the warning).
 UNCOSTED_CUSTOM_CALLS = {
-    "tpu_custom_call": "a Pallas/Mosaic TPU kernel, opaque to us: its work is not in the step",
+    "tpu_custom_call": "a Pallas/Mosaic TPU kernel without a cost estimate (pallas_call(..., cost_estimate=)), "
+    "opaque to us: its work is not in the step",
     "__gpu$xla.gpu.triton": "a Pallas/Triton GPU kernel, opaque to us: its work is not in the step",
     "mosaic_gpu": "a Pallas/Mosaic GPU kernel, opaque to us: its work is not in the step",
 }
@@ -837,8 +838,40 @@ def custom_call_rule(op, env) -> OpCost:
     raise Unsupported(f"custom_call target '{target}' has no cost rule")
 
 
+def pallas_tpu_rule(op, env) -> OpCost:
+    """A Pallas/Mosaic TPU kernel (`custom_call @tpu_custom_call`) whose author declared
+    its cost (`pallas_call(..., cost_estimate=pl.CostEstimate(flops, transcendentals,
+    bytes_accessed))`; JAX puts it in the call's backend_config, where XLA's TPU compiler
+    reads it too): those counts, the results' bytes written and the rest of
+    bytes_accessed read. The flops count as matrix work (Pallas TPU kernels are written
+    for the MXU, and the roofline stays a lower bound). Without an estimate the kernel is
+    opaque: unsupported, as UNCOSTED_CUSTOM_CALLS says."""
+    import json
+
+    cfg = op.attributes["backend_config"] if "backend_config" in op.attributes else None
+    try:
+        text = ir.StringAttr(cfg).value if cfg is not None else ""
+        est = json.loads(text).get("custom_call_config", {}).get("cost_estimate") if text else None
+    except (ValueError, TypeError, AttributeError):
+        est = None
+    if not isinstance(est, dict) or not all(isinstance(est.get(k), int) and est.get(k) >= 0
+                                            for k in ("flops", "transcendentals", "bytes_accessed")):
+        raise Unsupported(f"custom_call target 'tpu_custom_call' is {UNCOSTED_CUSTOM_CALLS['tpu_custom_call']}")
+    outs = _results(op)
+    written = min(sum(o.nbytes for o in outs), est["bytes_accessed"])
+    return OpCost(
+        flops=est["flops"],
+        transcendentals=est["transcendentals"],
+        bytes_read=est["bytes_accessed"] - written,
+        bytes_written=written,
+        unit=MATRIX,
+        dtype=_dtype(outs),
+    )
+
+
 CUSTOM_CALL_RULES: dict[str, Rule] = {
     "TopK": topk_rule,
+    "tpu_custom_call": pallas_tpu_rule,
     "mhlo.topk": topk_rule,
     # a collective (costmodel.collectives.CUSTOM_CALL_COLLECTIVES): its local work is data
     # movement, as stablehlo.all_to_all's; extract-collectives costs the communication
