@@ -246,3 +246,32 @@ def test_pallas_tpu_kernel_costs_its_declared_estimate():
                 "%a: tensor<256x256xf32>, %b: tensor<256x256xf32>", "tensor<256x256xf32>")
     c = a.cost(a.ops("stablehlo.custom_call")[0])
     assert c == {"flops": 2 * n, "transcendentals": n, "bytes_read": 2 * n * 4, "bytes_written": n * 4}
+
+
+def _fmha(target: str, mask: str, window: int = 0) -> dict:
+    b, t, n, h = 2, 128, 4, 64  # BTNH, as jax.nn.dot_product_attention(implementation="cudnn")
+    cfg = ('{\\22operation_queue_id\\22: \\220\\22, \\22cudnn_fmha_backend_config\\22: {\\22intermediate_tensor_shape\\22: '
+           f'{{\\22dimensions\\22: [\\22{b}\\22, \\22{n}\\22, \\22{t}\\22, \\22{t}\\22]}}, \\22mask_type\\22: \\22{mask}\\22, '
+           f'\\22sliding_window_length\\22: {window}}}}}')
+    qkv = f"tensor<{b}x{t}x{n}x{h}xbf16>"
+    out = f"tensor<{b}x{n}x{t}x{h}xbf16>"
+    a = _single(f' %0:3 = stablehlo.custom_call @{target}(%q, %k, %v) {{backend_config = "{cfg}"}} : '
+                f'({qkv}, {qkv}, {qkv}) -> ({out}, tensor<{b}x{n}x{t}xf32>, tensor<0xui8>)\n return %0#0 : {out}',
+                f"%q: {qkv}, %k: {qkv}, %v: {qkv}", out)
+    return a.cost(a.ops("stablehlo.custom_call")[0])
+
+
+def test_cudnn_flash_attention_counts():
+    """cuDNN's fused attention: forward 2 x B x N x pairs x (H_qk + H_v) flops, backward
+    five matmuls (FlashAttention-2: 2 x B x N x pairs x (3 H_qk + 2 H_v)); a causal mask
+    keeps the pairs on and below the diagonal, a sliding window fewer still."""
+    b, t, n, h = 2, 128, 4, 64
+    full = t * t
+    causal = t * (t + 1) // 2
+    assert _fmha("__cudnn$fmhaSoftmax", "NO_MASK")["flops"] == 2 * b * n * full * (h + h)
+    c = _fmha("__cudnn$fmhaSoftmax", "CAUSAL")
+    assert c["flops"] == 2 * b * n * causal * (h + h) and c["transcendentals"] == b * n * causal
+    assert _fmha("__cudnn$fmhaSoftmaxBackward", "CAUSAL")["flops"] == 2 * b * n * causal * (3 * h + 2 * h)
+    w = 32  # each query sees at most the 32 keys up to itself
+    windowed = w * (w + 1) // 2 + (t - w) * w
+    assert _fmha("__cudnn$fmhaSoftmax", "CAUSAL", w)["flops"] == 2 * b * n * windowed * (h + h)

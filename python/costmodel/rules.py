@@ -833,6 +833,8 @@ def custom_call_rule(op, env) -> OpCost:
         return rule(op, env)
     if linalg_routine(target) is not None:
         return linalg_rule(op, env)
+    if target.startswith("__cudnn$fmha"):
+        return cudnn_attention_rule(op, env)
     if target in UNCOSTED_CUSTOM_CALLS:
         raise Unsupported(f"custom_call target '{target}' is {UNCOSTED_CUSTOM_CALLS[target]}")
     raise Unsupported(f"custom_call target '{target}' has no cost rule")
@@ -866,6 +868,52 @@ def pallas_tpu_rule(op, env) -> OpCost:
         bytes_written=written,
         unit=MATRIX,
         dtype=_dtype(outs),
+    )
+
+
+def _attention_pairs(t: int, s: int, mask_type: str, window: int) -> float:
+    """Query-key pairs a fused attention computes: all T x S, or under a causal mask each
+    query i the keys j <= i (cuDNN's top-left alignment), within a sliding window when
+    one is set: sum over i of min(i + 1, S, window)."""
+    if "CAUSAL" not in mask_type.upper():
+        return float(t * s)
+    c = min(s, window) if window > 0 else s
+    return t * (t + 1) / 2 if t <= c else c * (c + 1) / 2 + (t - c) * c
+
+
+def cudnn_attention_rule(op, env) -> OpCost:
+    """cuDNN's fused flash attention (`custom_call @__cudnn$fmha...`: jax.nn.
+    dot_product_attention(implementation="cudnn") on GPU). From its backend_config
+    (`cudnn_fmha_backend_config`: the B x N x T x S score shape, the mask type, the sliding
+    window) and the head sizes of Q and V (their last dimension), with P the query-key
+    pairs it computes (_attention_pairs):
+      forward:  Q K^T and P V, 2 x B x N x P x (H_qk + H_v) flops, B x N x P exponentials;
+      backward (a `...Backward` target): the scores recomputed, dV, dP, dQ and dK, five
+        matmuls as FlashAttention-2 counts them (Dao 2023, sec. 3.1: 2.5 times the
+        forward's), 2 x B x N x P x (3 H_qk + 2 H_v) flops, B x N x P exponentials;
+    the operands read and the results written once."""
+    import json
+
+    target = custom_call_target(op)
+    try:
+        cfg = json.loads(ir.StringAttr(op.attributes["backend_config"]).value)["cudnn_fmha_backend_config"]
+        b, n, t, s_ = (int(x) for x in cfg["intermediate_tensor_shape"]["dimensions"])
+        mask = str(cfg.get("mask_type", "NO_MASK"))
+        window = int(cfg.get("sliding_window_length", 0) or 0)
+    except (KeyError, ValueError, TypeError):
+        raise Unsupported(f"custom_call target '{target}': no cudnn_fmha_backend_config with the score shape") from None
+    q, v = _info(op.operands[0]), _info(op.operands[2])
+    h_qk, h_v = q.shape[-1], v.shape[-1]
+    pairs = b * n * _attention_pairs(t, s_, mask, window)
+    backward = "Backward" in target
+    flops = 2 * pairs * ((3 * h_qk + 2 * h_v) if backward else (h_qk + h_v))
+    return OpCost(
+        flops=int(round(flops)),
+        transcendentals=int(round(pairs)),
+        bytes_read=_bytes_in(op),
+        bytes_written=_bytes_out(op),
+        unit=MATRIX,
+        dtype=q.dtype,
     )
 
 
