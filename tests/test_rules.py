@@ -275,3 +275,16 @@ def test_cudnn_flash_attention_counts():
     w = 32  # each query sees at most the 32 keys up to itself
     windowed = w * (w + 1) // 2 + (t - w) * w
     assert _fmha("__cudnn$fmhaSoftmax", "CAUSAL", w)["flops"] == 2 * b * n * windowed * (h + h)
+
+
+def test_block_scaled_dot_is_a_gemm():
+    """jax.nn.scaled_matmul on GPU (MXFP8): (batch, M, K) x (batch, N, K) -> (batch, M, N)."""
+    bt, m, n, k = 2, 64, 32, 128
+    a = _single(f' %0 = stablehlo.custom_call @__op$block_scaled_dot(%a, %b, %sa, %sb) : (tensor<{bt}x{m}x{k}xf8E4M3FN>, '
+                f'tensor<{bt}x{n}x{k}xf8E4M3FN>, tensor<{bt}x{m}x4xf8E8M0FNU>, tensor<{bt}x{n}x4xf8E8M0FNU>) -> tensor<{bt}x{m}x{n}xbf16>\n'
+                f' return %0 : tensor<{bt}x{m}x{n}xbf16>',
+                f"%a: tensor<{bt}x{m}x{k}xf8E4M3FN>, %b: tensor<{bt}x{n}x{k}xf8E4M3FN>, %sa: tensor<{bt}x{m}x4xf8E8M0FNU>, "
+                f"%sb: tensor<{bt}x{n}x4xf8E8M0FNU>", f"tensor<{bt}x{m}x{n}xbf16>")
+    c = a.cost(a.ops("stablehlo.custom_call")[0])
+    assert c["flops"] == 2 * bt * m * n * k  # one FMA = 2 flops
+    assert c["bytes_read"] == bt * (m + n) * k + bt * (m + n) * 4 and c["bytes_written"] == bt * m * n * 2

@@ -917,9 +917,29 @@ def cudnn_attention_rule(op, env) -> OpCost:
     )
 
 
+def block_scaled_dot_rule(op, env) -> OpCost:
+    """cuDNN's block-scaled matmul (`custom_call @__op$block_scaled_dot`: jax.nn.
+    scaled_matmul, MXFP8 / NVFP4): lhs (batch, M, K) x rhs (batch, N, K) -> (batch, M, N),
+    2 x batch x M x N x K flops (one FMA = 2 flops) at the narrow type's matrix rate; the
+    scales are read with the operands."""
+    a, b = _info(op.operands[0]), _info(op.operands[1])
+    if a.rank != 3 or b.rank != 3:
+        raise Unsupported(f"block_scaled_dot expects (batch, M, K) x (batch, N, K) operands, got ranks {a.rank} and {b.rank}")
+    batch, m, k = a.shape
+    n = b.shape[1]
+    return OpCost(
+        flops=2 * batch * m * n * k,
+        bytes_read=_bytes_in(op),
+        bytes_written=_bytes_out(op),
+        unit=MATRIX,
+        dtype=a.dtype,
+    )
+
+
 CUSTOM_CALL_RULES: dict[str, Rule] = {
     "TopK": topk_rule,
     "tpu_custom_call": pallas_tpu_rule,
+    "__op$block_scaled_dot": block_scaled_dot_rule,
     "mhlo.topk": topk_rule,
     # a collective (costmodel.collectives.CUSTOM_CALL_COLLECTIVES): its local work is data
     # movement, as stablehlo.all_to_all's; extract-collectives costs the communication
