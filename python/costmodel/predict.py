@@ -478,7 +478,7 @@ def _unmeasured(module, hw, backend: str, fusion: str) -> list[str]:
             many = calls != 1
             notes.append(f"{calls:,.0f} convolution call{'s carry' if many else ' carries'} no idle time around "
                          f"{'them' if many else 'it'}: {hw.name} has no measured "
-                         "library_call_idle_ns (the GPU's idle at and within each cuDNN call, docs/backends.md), so "
+                         "library_call_idle_ns (the GPU's idle at and within each convolution library call: cuDNN, MIOpen; docs/backends.md), so "
                          "this step is likely low")
     return notes
 
