@@ -24,7 +24,7 @@ from typing import Iterator
 
 from .commmodel import KINDS as COMM_KINDS
 from .branches import CASE_OPS, op_weights
-from .ir import ir
+from .ir import dict_entry, ir
 from .shapes import type_info
 
 __all__ = [
@@ -138,17 +138,6 @@ def collective_kind(op) -> str | None:
 
 def is_collective(op) -> bool:
     return collective_kind(op) is not None
-
-
-def _config_attr(op, name: str):
-    """An entry of a custom call's `backend_config` dictionary (None when absent)."""
-    if "backend_config" not in op.attributes:
-        return None
-    try:
-        cfg = ir.DictAttr(op.attributes["backend_config"])
-    except (ValueError, TypeError):
-        return None
-    return cfg[name] if name in cfg else None
 
 
 def _attr(op, name):
@@ -502,7 +491,7 @@ def decode_collective(
     R, P = num_replicas, num_partitions
     custom = op.name == "stablehlo.custom_call"
     if custom:  # ragged_all_to_all: its groups and channel in backend_config; its data operand 0
-        c = _config_attr(op, "channel_id")
+        c = dict_entry(op, "backend_config", "channel_id")
         cid = _int_attr(c) if c is not None else 0
         ugdi = False
         bytes_in = _tensor_bytes([op.operands[0]])
@@ -542,7 +531,7 @@ def decode_collective(
         return info
 
     mode = choose_mode(kind, cid, ugdi)
-    rg = _config_attr(op, "replica_groups") if custom else _attr(op, "replica_groups")
+    rg = dict_entry(op, "backend_config", "replica_groups") if custom else _attr(op, "replica_groups")
     if rg is not None and "replica_group_mesh_axes" in str(rg):
         groups = _mesh_axes_replica_groups(op, rg, meshes)
         info.mode = mode

@@ -629,6 +629,19 @@ def dict_attr_values(d, skip=()) -> dict:
     return out
 
 
+def dict_entry(op, attr_name: str, key: str):
+    """Entry `key` of the DictAttr `op.attributes[attr_name]` (a custom call's
+    `backend_config` or `mhlo.backend_config`); None when either is absent or the
+    attribute is no dictionary (an opaque string config)."""
+    if attr_name not in op.attributes:
+        return None
+    try:
+        d = ir.DictAttr(op.attributes[attr_name])
+    except (ValueError, TypeError):
+        return None
+    return d[key] if key in d else None
+
+
 def attr_number(attr) -> int | float:
     """The value of an integer or float attribute (counts may be either, see count_attr)."""
     try:

@@ -979,15 +979,11 @@ _LINALG_HYBRID = re.compile(r"^(?:cu|hip)(?:hybrid_|_)(?P<routine>eig_real|eig_c
 def _ffi_attr(op, name: str):
     """An attribute of a typed-FFI custom call (`mhlo.backend_config = {mode = 86 : ui8,
     ...}`), as a Python bool or int; None when absent."""
-    if "mhlo.backend_config" not in op.attributes:
+    from .ir import dict_entry
+
+    attr = dict_entry(op, "mhlo.backend_config", name)
+    if attr is None:
         return None
-    try:
-        cfg = ir.DictAttr(op.attributes["mhlo.backend_config"])
-    except (ValueError, TypeError):
-        return None
-    if name not in cfg:
-        return None
-    attr = cfg[name]
     try:
         return ir.BoolAttr(attr).value
     except (ValueError, TypeError):
