@@ -36,6 +36,7 @@ through unchanged. See docs/sharding.md.
 from __future__ import annotations
 
 import math
+import os
 import re
 
 import numpy as np
@@ -202,6 +203,118 @@ def _run_pipeline(
                 diags.error(module.location, f"propagate-shardings: {what} failed: {str(err).splitlines()[0]}")
             diags.error(module.location, f"propagate-shardings: {what} failed (pipeline {pipeline})")
             raise PassError(what) from None
+
+
+_CONSTANT_OPS = ("stablehlo.constant", "sdy.constant")
+
+
+def _constant_values(module: ir.Operation) -> set:
+    """The value attributes of the program's constants (attributes are uniqued: equal
+    ones are one object)."""
+    return {op.attributes["value"] for op in walk_ops(module) if op.name in _CONSTANT_OPS and "value" in op.attributes}
+
+
+def _readable(ops: list, context) -> list[bool]:
+    """Whether each op's value attribute can be printed and parsed back. A malformed one
+    can crash the printer, so the reading runs in forked children (one per crash, with
+    os.fork; without it, in-process)."""
+    def check(op) -> bool:
+        try:
+            ir.Attribute.parse(str(op.attributes["value"]), context=context)
+        except ir.MLIRError:
+            return False
+        return True
+
+    if not hasattr(os, "fork"):
+        return [check(op) for op in ops]
+    ok = [True] * len(ops)
+    start = 0
+    while start < len(ops):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # never returns
+            try:
+                import faulthandler
+
+                faulthandler.disable()  # (a crash here is expected: no report of it)
+                os.close(r)
+                for i in range(start, len(ops)):
+                    os.write(w, b"T%d\n" % i)
+                    if not check(ops[i]):
+                        os.write(w, b"B%d\n" % i)
+                os.write(w, b"D\n")
+            finally:
+                os._exit(0)
+        os.close(w)
+        chunks = []
+        with os.fdopen(r, "rb") as fh:
+            for chunk in iter(lambda: fh.read(65536), b""):
+                chunks.append(chunk)
+        os.waitpid(pid, 0)
+        lines = b"".join(chunks).split()
+        for line in lines:
+            if line.startswith(b"B"):
+                ok[int(line[1:])] = False
+        if lines and lines[-1] == b"D":
+            break
+        tried = [int(line[1:]) for line in lines if line.startswith(b"T")]
+        if not tried:  # the child died before it read any: read them in-process
+            return [check(op) for op in ops]
+        ok[tried[-1]] = False  # reading it crashed the child
+        start = tried[-1] + 1
+    return ok
+
+
+def _zero_like(type_: ir.Type):
+    """A splat of zeros of a ranked tensor type of ints, floats or i1; None otherwise."""
+    try:
+        elem = ir.RankedTensorType(type_).element_type
+        if isinstance(elem, ir.IntegerType):
+            zero = ir.IntegerAttr.get(elem, 0)
+        elif isinstance(elem, ir.FloatType):
+            zero = ir.FloatAttr.get(elem, 0.0)
+        else:
+            return None
+        return ir.DenseElementsAttr.get_splat(type_, zero)
+    except (ValueError, TypeError):
+        return None
+
+
+def _repair_new_constants(module: ir.Operation, before: set, session: PassSession, probe: bool) -> None:
+    """Shardy's sdy-convert-global-to-local can write constants whose data does not fit
+    their type (the clipping bounds of a gather from an operand sharded along the
+    gathered dimension, `take_along_axis` of vocabulary-sharded logits: one i64 for a
+    tensor of i32); printing or reading such a module later crashes the process. Every
+    constant the conversion made is read back (in forked children when `probe`); a
+    malformed one is replaced by zeros of its type, with a warning: a constant's values
+    change no cost (its type and whether it is a splat do), and the collectives and
+    shapes around it are Shardy's, as XLA's partitioner forms them."""
+    ops = [
+        op
+        for op in walk_ops(module)
+        if op.name in _CONSTANT_OPS and "value" in op.attributes and op.attributes["value"] not in before
+    ]
+    if not ops:
+        return
+    ok = _readable(ops, module.context) if probe else [True] * len(ops)
+    bad = [op for op, fine in zip(ops, ok) if not fine]
+    for op in bad:
+        zero = _zero_like(op.result.type)
+        if zero is None:
+            session.diagnostics.error(
+                op.location,
+                f"propagate-shardings: Shardy's sdy-convert-global-to-local wrote a malformed constant of "
+                f"{op.result.type} (its data does not fit its type); the per-device program cannot be used",
+            )
+            raise PassError("malformed constant")
+        op.attributes["value"] = zero
+    if bad:
+        session.diagnostics.warning(
+            bad[0].location,
+            f"propagate-shardings: Shardy's sdy-convert-global-to-local wrote {len(bad)} malformed "
+            f"constant(s) (data that does not fit the type, first: {bad[0].result.type}); replaced by zeros "
+            "of their type, which changes no cost",
+        )
 
 
 def _inline_private_calls(module: ir.Operation, session: PassSession) -> None:
@@ -524,7 +637,7 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
         child.context.attach_diagnostic_handler(lambda d: child_session.diagnostics.add_mlir([d]) or True)
         failure = None
         try:
-            _run(child, options, child_session, progress)
+            _run(child, options, child_session, progress, isolated=True)
         except PassError as err:
             failure = err
             progress.send_module = False  # (maybe invalid IR; the run failed anyway)
@@ -541,7 +654,7 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
         raise failure
 
 
-def _run(module: ir.Operation, options: dict, session: PassSession, progress) -> None:
+def _run(module: ir.Operation, options: dict, session: PassSession, progress, isolated: bool = False) -> None:
     diags = session.diagnostics
     if is_marked_partitioned(module):
         # Partitioning the per-device program again would shard it a second time
@@ -589,8 +702,10 @@ def _run(module: ir.Operation, options: dict, session: PassSession, progress) ->
         xla_spmd.merge_duplicate_reshards(module)
     if not options["per-device"]:
         return
+    before = _constant_values(module)
     _run_pipeline(module, PAD, session, progress)
     _run_pipeline(module, TO_LOCAL, session, progress, fix_loops=True)
+    _repair_new_constants(module, before, session, probe=isolated)
     progress.stage("per-device-cleanup")
 
     leftovers = {}

@@ -391,3 +391,47 @@ def test_hybrid_all_reduce_is_left_alone_when_xla_would(ctx, offsets, other, why
     module = load_module(ctx, _hybrid(offsets, other), "h.mlir")
     with ctx:
         assert split_all_reduces(module, 8) == 0, why
+
+
+def test_malformed_constants_of_shardy_are_replaced(ctx):
+    """Cross-entropy of vocabulary-sharded logits (take_along_axis along the sharded
+    dimension): Shardy's sdy-convert-global-to-local writes a constant whose data does not
+    fit its type (one i64 for a tensor<i32>), and printing the module then crashed the
+    process (SIGSEGV). It is replaced by zeros of its type, with a warning; the module
+    prints and parses back, and the gather's masked partial results are all-reduced over
+    "model" as XLA's partitioner does (test_spmd_oracle.py compares all collectives)."""
+    out, session = _run(ctx, "vocab_xent.mlir")
+    warnings = [d.message for d in session.diagnostics.diagnostics if d.severity == "warning"]
+    assert any("wrote 1 malformed constant(s)" in w and "replaced by zeros of their type" in w for w in warnings), warnings
+    assert not session.diagnostics.has_errors
+    load_module(ctx, out, "reparsed.mlir").verify()
+    assert _kinds(out) == {"all_reduce": 4}
+    assert "%arg0: tensor<4x16x128xf32>" in out  # the logits' local shard
+
+
+def test_malformed_constant_check_reads_in_forked_children(ctx):
+    """Reading a malformed constant can crash the reader: _readable runs it in forked
+    children and marks the one whose reading killed the child, then goes on with the next."""
+    import passes.propagate_shardings as ps
+
+    module = load_module(
+        ctx,
+        "func.func @f() -> (tensor<2xi32>, tensor<2xi32>, tensor<2xi32>) {\n"
+        "  %a = stablehlo.constant dense<1> : tensor<2xi32>\n"
+        "  %b = stablehlo.constant dense<[1, 2]> : tensor<2xi32>\n"
+        "  %c = stablehlo.constant dense<3> : tensor<2xi32>\n"
+        "  return %a, %b, %c : tensor<2xi32>, tensor<2xi32>, tensor<2xi32>\n"
+        "}\n",
+        "c.mlir",
+    )
+    ops = [op for op in ps.walk_ops(module) if op.name == "stablehlo.constant"]
+    assert ps._readable(ops, ctx) == [True, True, True]
+
+    class Crashing:  # an op whose value attribute kills whoever prints it
+        class attributes:  # noqa: N801
+            def __getitem__(self, key):
+                os.abort()
+
+        attributes = attributes()
+
+    assert ps._readable([ops[0], Crashing(), ops[2]], ctx) == [True, False, True]

@@ -318,6 +318,17 @@ def cases():
 
     out["vocab_embed_train"] = (vocab_embed_train, embed_args, (ns(m24, P("model")), ns(m24, P())))
 
+    # 12g. Cross-entropy of vocabulary-sharded logits (optax's softmax_cross_entropy_with_
+    # integer_labels: take_along_axis, a gather along the sharded dimension). Shardy's
+    # global-to-local conversion writes malformed constants for its clipping bounds,
+    # which propagate-shardings replaces (passes/propagate_shardings.py).
+    def vocab_xent(logits, labels):
+        lp = jax.nn.log_softmax(logits, axis=-1)
+        return -jnp.take_along_axis(lp, labels[..., None], axis=-1).mean()
+
+    xent_args = [sds((8, 16, V), m24, P("data", None, "model")), jax.ShapeDtypeStruct((8, 16), i32, sharding=ns(m24, P("data")))]
+    out["vocab_xent"] = (vocab_xent, xent_args, ns(m24, P()))
+
     # 12g. AdamW on FSDP-sharded parameters, parameters and both moments donated.
     def adamw(params, m, v, x, step):
         def loss(p):
