@@ -35,3 +35,43 @@ def test_a_replicated_constraint_on_an_empty_mesh_is_no_sharding():
     """JAX wraps PRNG keys of a one-device program in such constraints (jax.random under
     jit): the program is per-device as it is."""
     assert _find(CONSTRAINT.format(parts=1, mesh="empty_mesh", axes="", dims="{}")) is None
+
+
+CALLS = """
+module attributes {{mhlo.num_partitions = 8 : i32}} {{
+  sdy.mesh @mesh = <["x"=8]>
+  func.func public @main(%x: tensor<64x8xf32> {{sdy.sharding = #sdy.sharding<@mesh, [{{"x"}}, {{}}]>}}) -> tensor<64x8xf32> {{
+    %y = call @outer(%x) : (tensor<64x8xf32>) -> tensor<64x8xf32>
+    return %y : tensor<64x8xf32>
+  }}
+  func.func private @outer(%a: tensor<64x8xf32>) -> tensor<64x8xf32> {{
+    %b = call @inner(%a) : (tensor<64x8xf32>) -> tensor<64x8xf32>
+    return %b : tensor<64x8xf32>
+  }}
+  func.func private @inner(%a: tensor<64x8xf32>) -> tensor<64x8xf32> {{
+    {body}
+  }}
+}}
+"""
+
+
+def test_a_sharded_argument_computed_on_in_a_callee_needs_partitioning():
+    """A JAX export hands sharded arguments to private functions (a nested jit, jnp.sort,
+    jnp.take ...): the call is followed into the callee, through any depth of calls.
+    Before, such a program passed as per-device (its global shapes costed 8 times over)."""
+    body = "%t = stablehlo.tanh %a : tensor<64x8xf32>\n    return %t : tensor<64x8xf32>"
+    what = _find(CALLS.format(body=body))
+    assert what == (
+        "%arg0 of @main has sdy.sharding=#sdy.sharding<@mesh, [{\"x\"}, {}]> and is used by 'stablehlo.tanh'"
+        " in @inner, which @main calls"
+    )
+
+
+def test_a_sharded_argument_only_passed_through_calls_is_no_sign():
+    """The callee hands it on unchanged (a return): nothing computes on the global value."""
+    assert _find(CALLS.format(body="return %a : tensor<64x8xf32>")) is None
+
+
+def test_recursive_calls_end():
+    body = "%r = call @outer(%a) : (tensor<64x8xf32>) -> tensor<64x8xf32>\n    return %r : tensor<64x8xf32>"
+    assert _find(CALLS.format(body=body)) is None

@@ -9,7 +9,8 @@ program with no collective would be a silently wrong answer.
 
 A value counts as "computed on while sharded" when it carries a non-replicated sharding
 (Shardy `sdy.sharding`, or a tiled GSPMD `mhlo.sharding`) and some op other than a
-manual-computation boundary uses it. `shard_map` programs (`sdy.manual_computation`,
+manual-computation boundary uses it, in the function or in a function it is passed to
+(func.call, followed into the callee). `shard_map` programs (`sdy.manual_computation`,
 whose bodies are per-device already) therefore pass, and so do programs whose
 communication Shardy already made explicit (`sdy.all_gather` ... on global shapes, from
 `propagate-shardings{per-device=false}`).
@@ -105,6 +106,31 @@ def _users(value):
         yield use.owner
 
 
+def _computing_user(value, funcs: dict) -> tuple[object, str] | None:
+    """The first op other than a partitioning boundary that uses `value`, following
+    func.calls into their callees (a JAX export hands sharded arguments to private
+    functions: nested jits, `jnp.sort`, `jnp.take` ...), and the function it is in; None
+    when there is none. Iterative: call chains of any depth."""
+    stack = [(value, None)]
+    seen: set = set()
+    while stack:
+        v, where = stack.pop()
+        for user in _users(v):
+            if user.name == "func.call" and "callee" in user.attributes:
+                name = ir.FlatSymbolRefAttr(user.attributes["callee"]).value
+                callee = funcs.get(name)
+                if callee is None or not callee.regions[0].blocks:
+                    continue
+                args = callee.regions[0].blocks[0].arguments
+                for pos, operand in enumerate(user.operands):
+                    if operand == v and pos < len(args) and (name, pos) not in seen:
+                        seen.add((name, pos))
+                        stack.append((args[pos], name))
+            elif not _is_boundary(user):
+                return user, where
+    return None
+
+
 def find_unpartitioned_sharding(module) -> Unpartitioned | None:
     """The first sign that `module` is a sharded program not yet partitioned, or None."""
     if is_marked_partitioned(module):
@@ -112,6 +138,11 @@ def find_unpartitioned_sharding(module) -> Unpartitioned | None:
     ops = nested_ops(module)
     if any(op.name in _SDY_COLLECTIVES for op in ops):
         return None
+    funcs = {
+        ir.StringAttr(op.attributes["sym_name"]).value: op
+        for op in ops
+        if op.name == "func.func" and "sym_name" in op.attributes
+    }
     for op in ops:
         name = op.name
         if name in _PRE_PARTITION_OPS:
@@ -128,11 +159,11 @@ def find_unpartitioned_sharding(module) -> Unpartitioned | None:
                 text = _sharding_text(ir.DictAttr(d))
                 if text is None or not _is_sharded(text) or i >= len(block.arguments):
                     continue
-                for user in _users(block.arguments[i]):
-                    if not _is_boundary(user):
-                        return Unpartitioned(
-                            op, f"%arg{i} of @{fname} has {text} and is used by '{user.name}'"
-                        )
+                hit = _computing_user(block.arguments[i], funcs)
+                if hit is not None:
+                    user, where = hit
+                    via = f" in @{where}, which @{fname} calls" if where else ""
+                    return Unpartitioned(op, f"%arg{i} of @{fname} has {text} and is used by '{user.name}'{via}")
             continue
         if name == "sdy.manual_computation" or name in _BOUNDARY_OPS:
             continue
