@@ -317,6 +317,47 @@ def _repair_new_constants(module: ir.Operation, before: set, session: PassSessio
         )
 
 
+def _warn_spatially_sharded_convolutions(module: ir.Operation, session: PassSession) -> int:
+    """A convolution whose input is sharded along a spatial dimension its window spans
+    (kernel size > 1) needs each shard's neighbours' border rows: XLA's partitioner
+    exchanges those halos (two collective-permutes per such dimension) before the local
+    convolution. Shardy's global-to-local conversion exchanges none; each shard pads
+    its own borders. The per-device program then lacks that communication, which is
+    said here, once per convolution. Returns how many were found."""
+    from jaxlib.mlir.dialects import stablehlo as shlo
+
+    found = 0
+    for op in walk_ops(module):
+        if op.name != "stablehlo.convolution":
+            continue
+        src = xla_spmd._value_sharding(op.operands[0])
+        parsed = xla_spmd._parse_dims(src) if src is not None else None
+        if parsed is None:
+            continue
+        _mesh, dims = parsed
+        try:
+            dn = shlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
+            kernel = ir.RankedTensorType(op.operands[1].type).shape
+        except (ValueError, TypeError, KeyError):
+            continue
+        spanned = [
+            (n, dims[d])
+            for n, (d, k) in enumerate(zip(dn.input_spatial_dimensions, dn.kernel_spatial_dimensions))
+            if d < len(dims) and dims[d] and kernel[k] > 1
+        ]
+        if not spanned:
+            continue
+        found += 1
+        what = ", ".join(f"spatial dimension {n} on {'/'.join(axes)}" for n, axes in spanned)
+        session.diagnostics.warning(
+            op.location,
+            f"propagate-shardings: this convolution's input is sharded along its window ({what}): XLA "
+            "exchanges the shards' border rows first (collective-permutes), Shardy's partitioner does not, "
+            "so the per-device program lacks that communication",
+        )
+    return found
+
+
 def _inline_private_calls(module: ir.Operation, session: PassSession) -> None:
     """Inline every func.call first, as XLA does before it partitions: JAX exports call
     private functions (`@relu`, `@_where` ...) from sharded code, sometimes with different
@@ -692,6 +733,8 @@ def _run(module: ir.Operation, options: dict, session: PassSession, progress, is
         # layer norm): expand them into StableHLO first, as XLA's own import does.
         _run_pipeline(module, LEGALIZE_CHLO, session, progress)
     _run_pipeline(module, PROPAGATE, session, progress)
+    with module.context:
+        _warn_spatially_sharded_convolutions(module, session)
     progress.stage("xla-strategies")
     with module.context:
         xla_spmd.dot_strategies(module)

@@ -314,6 +314,20 @@ def test_annotate_warnings_are_passed_on(tmp_path, capsys):
     assert "warnings" not in predict(str(p), systems=["h100-sxm-x4"]).program
 
 
+def test_propagate_shardings_warnings_are_passed_on(tmp_path):
+    """predict partitions a sharded program itself: propagate-shardings' warnings (here a
+    convolution sharded along its window, whose halo exchange the per-device program
+    lacks) are the program's warnings too, as stablehlo-opt prints them."""
+    import test_propagate_shardings as tps
+
+    p = tmp_path / "conv.mlir"
+    p.write_text(tps.CONV.format(x='{}, {"tp"}, {}, {}', k=3, p=1))
+    res = predict(str(p), systems=["dgx-h100"])
+    assert res.program["kind"].startswith("sharded")
+    warned = res.program["warnings"]
+    assert len(warned) == 1 and warned[0].startswith(f"{p}:5:10: warning: propagate-shardings: this convolution")
+
+
 def test_other_warnings_are_distinct_and_capped():
     from costmodel.ir import DiagnosticEngine
     from costmodel.passes.annotate_cost import other_warnings

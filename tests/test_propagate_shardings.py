@@ -435,3 +435,35 @@ def test_malformed_constant_check_reads_in_forked_children(ctx):
         attributes = attributes()
 
     assert ps._readable([ops[0], Crashing(), ops[2]], ctx) == [True, False, True]
+
+
+CONV = """
+module @conv attributes {{mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32}} {{
+  sdy.mesh @mesh = <["dp"=2, "tp"=4]>
+  func.func public @main(%x: tensor<8x64x64x32xbf16> {{sdy.sharding = #sdy.sharding<@mesh, [{x}]>}}, %w: tensor<{k}x{k}x32x32xbf16>) -> tensor<8x64x64x32xbf16> {{
+    %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {{stride = [1, 1], pad = [[{p}, {p}], [{p}, {p}]], lhs_dilate = [1, 1], rhs_dilate = [1, 1], reverse = [false, false]}} {{batch_group_count = 1 : i64, feature_group_count = 1 : i64}} : (tensor<8x64x64x32xbf16>, tensor<{k}x{k}x32x32xbf16>) -> tensor<8x64x64x32xbf16>
+    return %0 : tensor<8x64x64x32xbf16>
+  }}
+}}
+"""
+
+
+@pytest.mark.parametrize(
+    "dims, k, warned",
+    [
+        ('{}, {"tp"}, {"dp"}, {}', 3, "spatial dimension 0 on tp, spatial dimension 1 on dp"),
+        ('{"dp"}, {"tp"}, {}, {}', 3, "spatial dimension 0 on tp"),
+        ('{"dp", "tp"}, {}, {}, {}', 3, None),  # data parallel: no halo
+        ('{}, {"tp"}, {}, {}', 1, None),  # a 1x1 convolution reads no neighbour
+    ],
+)
+def test_spatially_sharded_convolution_is_said_to_lack_halo_exchange(ctx, dims, k, warned):
+    """XLA's partitioner exchanges halos (collective-permutes) for a convolution whose
+    input is sharded along a dimension its window spans; Shardy's does not: a warning
+    says the per-device program lacks that communication."""
+    out, session = _run(ctx, CONV.format(x=dims, k=k, p=(k - 1) // 2))
+    msgs = [d.message for d in session.diagnostics.diagnostics if "sharded along its window" in d.message]
+    if warned is None:
+        assert msgs == []
+    else:
+        assert len(msgs) == 1 and f"({warned})" in msgs[0] and "lacks that communication" in msgs[0]

@@ -266,6 +266,7 @@ def _predict(
                 diags.add_mlir(err.error_diagnostics)
                 raise fail("cannot parse the model") from None
             kind = "per-device"
+            first_warning = len(diags.diagnostics)  # propagate-shardings' and annotate-cost's from here
             try:
                 if find_unpartitioned_sharding(module) is not None:
                     kind = "sharded (partitioned once by propagate-shardings)"
@@ -305,7 +306,6 @@ def _predict(
             top_of = ""
             total = len(scenarios) * len(backends)
             done = 0
-            first_annotation = len(diags.diagnostics)  # where the first clone's warnings start
             first = True
             skipped: list[str] = []
             from .backends import BackendError, get_backend, make_backend
@@ -347,7 +347,7 @@ def _predict(
                             uncosted = not_costed_note(clone, diags)
                             if uncosted:
                                 program["not_costed"] = uncosted
-                            warned = other_warnings(diags, first_annotation)
+                            warned = other_warnings(diags, first_warning)
                             if warned:
                                 program["warnings"] = warned
                         policy = str(_summary(clone).get("fusion", "none"))

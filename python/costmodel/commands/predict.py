@@ -113,7 +113,7 @@ def _run(args) -> int:
     finally:
         if close is not None:
             close()
-    for line in res.program.get("warnings", []):  # annotate-cost's, as stablehlo-opt prints them
+    for line in res.program.get("warnings", []):  # propagate-shardings' and annotate-cost's, as stablehlo-opt prints them
         sys.stderr.write(line + "\n")
     if args.plot:
         plot(res, args.plot)
