@@ -688,16 +688,53 @@ class _Analyzer:
         self.dynamic_types: set = set()
         self.constant_bytes = 0
         self.op_count = 0
+        # values at a manual computation's boundary have global types but per-device buffers
+        self.manual = any(op.name in BODY_OPS for op in _walk(module))
+        self.local_memo: dict = {}
 
     def warn(self, text: str) -> None:
         if text not in self.warnings:
             self.warnings.append(text)
 
     def size(self, value) -> int:
-        info = type_info(value.type)
+        t = self.local_type(value) if self.manual else None
+        info = type_info(t if t is not None else value.type)
         if info.dynamic:
             self.dynamic_types.add(str(value.type))
         return info.nbytes
+
+    def local_type(self, value):
+        """The per-device type of a value of global type at a manual computation's
+        boundary (shard_map), None for any other value: a manual computation's result is
+        its body's returned value; a block argument read only by manual computations
+        (an entry argument handed to shard_map) is their body's argument."""
+        hit = self.local_memo.get(value, False)
+        if hit is not False:
+            return hit
+        t = None
+        owner = value.owner
+        owner = getattr(owner, "operation", owner)
+        if isinstance(owner, ir.Operation):
+            if owner.name == "sdy.manual_computation" and owner.regions[0].blocks:
+                body = owner.regions[0].blocks[0]
+                k = next(j for j, r in enumerate(owner.results) if r == value)
+                term = list(body.operations)[-1]
+                if k < len(term.operands):
+                    t = term.operands[k].type
+        else:
+            local = []
+            for use in value.uses:
+                user = use.owner
+                user = getattr(user, "operation", user)
+                if user.name != "sdy.manual_computation" or not user.regions[0].blocks:
+                    local = None
+                    break
+                args = user.regions[0].blocks[0].arguments
+                local += [args[j].type for j, v in enumerate(user.operands) if v == value and j < len(args)]
+            if local:
+                t = max(local, key=lambda x: type_info(x).nbytes)
+        self.local_memo[value] = t
+        return t
 
     def block(self, block, role: str, donation: dict | None = None) -> _BlockResult:
         """The block's peak in program order, or in a memory-minimizing order when that is
@@ -1133,14 +1170,16 @@ def _report_for(an: _Analyzer, name: str, top: int) -> MemoryReport:
     donation = _donation(an.module, fn)
     res = an.block(block, "entry", donation)
     args = list(block.arguments)
-    argument_bytes = sum(type_info(a.type).nbytes for a in args)
+    arg_sizes = [an.size(a) for a in args]  # per device (an.local_type: shard_map's arguments)
+    argument_bytes = sum(arg_sizes)
     res_types = list(ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value).results)
-    output_bytes = sum(type_info(t).nbytes for t in res_types)
-    alias_bytes = sum(
-        type_info(res_types[k]).nbytes
-        for k, j in donation.items()
-        if type_info(res_types[k]).nbytes == type_info(args[j].type).nbytes
-    )
+    returned = list(list(block.operations)[-1].operands) if len(block.operations) else []
+    if len(returned) == len(res_types):
+        out_sizes = [an.size(v) for v in returned]
+    else:
+        out_sizes = [type_info(t).nbytes for t in res_types]
+    output_bytes = sum(out_sizes)
+    alias_bytes = sum(out_sizes[k] for k, j in donation.items() if out_sizes[k] == arg_sizes[j])
     temps: list = []
     _flatten_temps(res.live, temps)
     temps.sort(key=lambda b: -b.bytes)
