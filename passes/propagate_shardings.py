@@ -369,7 +369,7 @@ def _inline_private_calls(module: ir.Operation, session: PassSession) -> None:
     with module.context:
         if not any(op.name == "func.call" for op in walk_ops(module)):
             return
-        inline_calls(module)
+        inline_calls(module, drop_uncalled=True)
         left = [op for op in walk_ops(module) if op.name == "func.call"]
         if left:
             callee = ir.FlatSymbolRefAttr(left[0].attributes["callee"]).value
@@ -378,7 +378,6 @@ def _inline_private_calls(module: ir.Operation, session: PassSession) -> None:
                 f"propagate-shardings: recursive call to @{callee}: a recursive program cannot be partitioned",
             )
             raise PassError("recursive call")
-        passmanager.PassManager.parse("builtin.module(symbol-dce)").run(module)
 
 
 def _scatter_slices(src, users, gsize: int):

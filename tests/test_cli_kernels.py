@@ -121,3 +121,58 @@ func.func @main(%a: tensor<256x256xf32>) -> tensor<256x256xf32> {
     assert main(["kernels", str(f), "--hardware", "h100-sxm", "--json"]) == 0
     (k,) = json.loads(capsys.readouterr().out)["kernels"]
     assert k["target"] == "cusolver_potrf_ffi" and k["flops"] == round(256**3 / 3)  # Cholesky: n^3 / 3
+
+
+def test_kernels_of_a_composites_decomposition_run_once_per_composite(tmp_path, capsys):
+    """A composite runs its decomposition (`lax.ragged_dot` exported for CUDA): the
+    decomposition's kernels run as often as the composite, not zero times."""
+    f = tmp_path / "composite.mlir"
+    f.write_text("""
+func.func @main(%a: tensor<64x32xf32>, %b: tensor<32x16xf32>) -> tensor<64x16xf32> {
+  %0 = stablehlo.composite "my.matmul" %a, %b {decomposition = @my.matmul.impl} : (tensor<64x32xf32>, tensor<32x16xf32>) -> tensor<64x16xf32>
+  %1 = stablehlo.composite "my.matmul" %a, %b {decomposition = @my.matmul.impl} : (tensor<64x32xf32>, tensor<32x16xf32>) -> tensor<64x16xf32>
+  %2 = stablehlo.add %0, %1 : tensor<64x16xf32>
+  return %2 : tensor<64x16xf32>
+}
+func.func private @my.matmul.impl(%a: tensor<64x32xf32>, %b: tensor<32x16xf32>) -> tensor<64x16xf32> {
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<64x32xf32>, tensor<32x16xf32>) -> tensor<64x16xf32>
+  return %0 : tensor<64x16xf32>
+}
+""")
+    assert main(["kernels", str(f), "--hardware", "h100-sxm", "--json"]) == 0
+    kernels = json.loads(capsys.readouterr().out)["kernels"]
+    (gemm,) = [k for k in kernels if k["kind"] == "gemm"]
+    assert gemm["executions"] == 2 and gemm["flops"] == 2 * 64 * 16 * 32  # one FMA = 2 flops
+
+
+CALLED_RELU = """
+func.func @main(%x: tensor<1024x1024xf32>) -> tensor<1024x1024xf32> {
+  %0 = call @relu(%x) : (tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+  %1 = stablehlo.multiply %0, %x : tensor<1024x1024xf32>
+  return %1 : tensor<1024x1024xf32>
+}
+func.func private @relu(%x: tensor<1024x1024xf32>) -> tensor<1024x1024xf32> {
+  %z = stablehlo.constant dense<0.0> : tensor<1024x1024xf32>
+  %0 = stablehlo.maximum %x, %z : tensor<1024x1024xf32>
+  return %0 : tensor<1024x1024xf32>
+}
+"""
+
+
+def test_calls_are_inlined_as_predict_does(tmp_path, capsys):
+    """`costmodel kernels` forms the kernels `costmodel predict` does: calls inlined first
+    (as XLA does), the functions no longer called dropped; --no-inline keeps each
+    function's kernels apart, as stablehlo-opt --annotate-cost."""
+    from costmodel.predict import predict
+
+    f = tmp_path / "relu.mlir"
+    f.write_text(CALLED_RELU)
+    assert main(["kernels", str(f), "--json"]) == 0
+    inlined = json.loads(capsys.readouterr().out)
+    assert inlined["kernel_count"] == 1  # maximum and multiply in one loop kernel
+    assert [k["executions"] for k in inlined["kernels"]] == [1]
+    res = predict(str(f), systems=["dgx-h100"])
+    assert res.rows[0].kernel_count == inlined["kernel_count"]
+    assert main(["kernels", str(f), "--json", "--no-inline"]) == 0
+    apart = json.loads(capsys.readouterr().out)
+    assert apart["kernel_count"] == 2 and sorted(k["executions"] for k in apart["kernels"]) == [1, 1]

@@ -650,12 +650,13 @@ def attr_number(attr) -> int | float:
         return ir.FloatAttr(attr).value
 
 
-def inline_calls(module: ir.Operation, max_rounds: int = 64) -> int:
+def inline_calls(module: ir.Operation, max_rounds: int = 64, drop_uncalled: bool = False) -> int:
     """Inline every `func.call` of a function with a one-block body, as XLA does before
     it fuses (the MLIR `inline` pass does nothing here: jaxlib's bindings register no
     inliner for func/StableHLO). Calls inside inlined bodies are inlined in the next
-    round; a recursive cycle stops after `max_rounds`. Needs the module's context
-    active. Returns the number of calls inlined."""
+    round; a recursive cycle stops after `max_rounds`. With `drop_uncalled`, the private
+    functions no longer referenced are then removed (`symbol-dce`: their kernels would
+    never run). Needs the module's context active. Returns the number of calls inlined."""
     funcs = {}
     for op in module.regions[0].blocks[0].operations:
         op = op.operation
@@ -678,6 +679,8 @@ def inline_calls(module: ir.Operation, max_rounds: int = 64) -> int:
         done += inlined
         if not inlined:
             break
+    if done and drop_uncalled:
+        passmanager.PassManager.parse("builtin.module(symbol-dce)").run(module)
     return done
 
 

@@ -275,7 +275,7 @@ def _predict(
                 if inline:
                     from .ir import inline_calls
 
-                    inline_calls(module)
+                    inline_calls(module, drop_uncalled=True)
             except PassError:
                 raise fail("propagate-shardings") from None
             except ir.MLIRError as err:
@@ -403,7 +403,8 @@ def _predict(
                     if s.get("kernel_count"):
                         rows[-1].notes.extend(_unmeasured(clone, hw, backend, str(s.get("fusion", ""))))
                     if not top_kernels and s.get("kernel_count"):
-                        top_kernels = [k.to_dict() for k in collect_kernels(clone)[:top]]
+                        # (kernels that never run, in a branch the policy does not take: left out)
+                        top_kernels = [k.to_dict() for k in collect_kernels(clone) if k.executions][:top]
                         top_of = f"{label} / {backend}"
                     policy = str(s.get("fusion", "none"))
                     if policy not in memory_by_policy:  # same kernels, same buffers: once per policy

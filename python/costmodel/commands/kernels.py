@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -19,6 +20,13 @@ def register(subparsers) -> None:
     p.add_argument("--hardware", help="annotate on this hardware (default: keep the file's annotation, else h100-sxm)")
     p.add_argument("--backend", help="cost backend when annotating (default roofline)")
     p.add_argument("--fusion", help="kernel formation when annotating: xla-gpu, xla-tpu, iree (default: by hardware)")
+    p.add_argument(
+        "--inline",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="when annotating, inline private functions first, as XLA does and `costmodel predict` does "
+        "(the default; --no-inline forms each function's kernels apart, as stablehlo-opt --annotate-cost)",
+    )
     p.set_defaults(func=_run)
 
 
@@ -52,6 +60,13 @@ def _kernels(args) -> int:
             diags.add_mlir(err.error_diagnostics)
             raise CommandError(diags.diagnostics[0].render() if diags.diagnostics else str(err)) from None
         if args.hardware or args.backend or args.fusion or not has_kernels(module):
+            if args.inline:
+                from ..ir import inline_calls
+
+                try:
+                    inline_calls(module, drop_uncalled=True)
+                except ir.MLIRError as err:
+                    raise CommandError(f"inlining failed: {str(err).splitlines()[0]}") from None
             annotate_module(
                 module,
                 diags,

@@ -95,6 +95,10 @@ def _detail(d) -> dict:
     return dict_attr_values(d, skip=_ROW_KEYS)
 
 
+# ops that run a function: the attribute naming it
+_CALLS = {"func.call": "callee", "stablehlo.composite": "decomposition"}
+
+
 def collect_kernels(module) -> list[KernelRow]:
     """Every kernel of the module with its executions per program run."""
     from ..ir import format_location
@@ -178,8 +182,9 @@ def collect_kernels(module) -> list[KernelRow]:
                         d = ir.DictAttr(attrs["costmodel.cost"])
                         if "trip_count" in d:
                             n = times * max(0, ir.IntegerAttr(d["trip_count"]).value)
-                    if child.name == "func.call":
-                        callee = ir.FlatSymbolRefAttr(attrs["callee"]).value
+                    if child.name in _CALLS and _CALLS[child.name] in attrs:
+                        # a call, or a composite run as its decomposition (as the engine costs it)
+                        callee = ir.FlatSymbolRefAttr(attrs[_CALLS[child.name]]).value
                         if callee in funcs and callee not in path:
                             work.append((funcs[callee], n, path + (callee,)))
                         continue
