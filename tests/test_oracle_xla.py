@@ -65,6 +65,8 @@ OP_CASES = {
     "stablehlo.convert": one(f"%0 = stablehlo.convert %a : ({T}) -> tensor<4x8xbf16>\n return %0 : tensor<4x8xbf16>", f"%a: {T}", "tensor<4x8xbf16>"),
     "stablehlo.compare": one(f"%0 = stablehlo.compare LT, %a, %b : ({T}, {T}) -> tensor<4x8xi1>\n return %0 : tensor<4x8xi1>", f"%a: {T}, %b: {T}", "tensor<4x8xi1>"),
     "stablehlo.iota": one(f"%0 = stablehlo.iota dim = 0 : {T}\n return %0 : {T}", "", T),
+    "stablehlo.bitcast_convert": one(
+        f"%0 = stablehlo.bitcast_convert %a : (tensor<4x8xui32>) -> {T}\n return %0 : {T}", "%a: tensor<4x8xui32>", T),
     "stablehlo.rng": one(
         "%z = stablehlo.constant dense<0.0> : tensor<f32>\n %s = stablehlo.constant dense<[4,8]> : tensor<2xi64>\n"
         f" %0 = stablehlo.rng %z, %z, %s, distribution = UNIFORM : (tensor<f32>, tensor<f32>, tensor<2xi64>) -> {T}\n return %0 : {T}",

@@ -1204,6 +1204,9 @@ RULES.update(
         "chlo.top_k": topk_rule,
         "chlo.ragged_dot": ragged_dot_rule,
         "chlo.mulhi": elementwise_rule,  # XLA: one flop per element
+        # XLA's HloCostAnalysis::HandleBitcastConvert is an elementwise unary op: one flop
+        # per output element (kernel formation still treats it as data movement)
+        "stablehlo.bitcast_convert": elementwise_rule,
         # XLA-compiled modules (the published *-opt.mlir workloads)
         "mhlo.fusion": mhlo_fusion_rule,
         "mhlo.bitcast": zero_rule,  # a layout reinterpretation: no kernel, no bytes
@@ -1217,7 +1220,6 @@ RULES.update(
 # from the table is detected (tests/test_rules.py compares it with the dialects).
 DATA_MOVEMENT_OPS = frozenset(
     {
-        "stablehlo.bitcast_convert",
         "stablehlo.broadcast",
         "stablehlo.broadcast_in_dim",
         "stablehlo.dynamic_broadcast_in_dim",
