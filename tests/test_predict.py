@@ -242,6 +242,22 @@ def test_table_unit_follows_the_step(tmp_path, model):
     slow = dataclasses.replace(res, rows=[dataclasses.replace(row, step_time_ms=12.5, compute_ms=12.5)])
     table = render_table(slow)
     assert "   12.50ms" in table and "note: times in" not in table
+    # rows far apart: the unit keeps the shortest readable (not 0.00ms), the longest fits
+    fast = dataclasses.replace(row, step_time_ms=0.003, compute_ms=0.003)
+    mixed = dataclasses.replace(res, rows=[fast, dataclasses.replace(row, step_time_ms=1.85, compute_ms=1.85)])
+    table = render_table(mixed)
+    assert "    3.00us" in table and " 1850.00us" in table
+    huge = dataclasses.replace(res, rows=[fast, dataclasses.replace(row, step_time_ms=250.0, compute_ms=250.0)])
+    assert "  250.00ms" in render_table(huge)  # 250000.00us would outgrow the column
+
+
+def test_a_module_without_a_program_is_one_error(tmp_path):
+    from costmodel.predict import PredictError
+
+    p = tmp_path / "empty.mlir"
+    p.write_text("module {}\n")
+    with pytest.raises(PredictError, match="has no public function with a body: nothing to predict"):
+        predict(str(p), systems=["h100-sxm-x4"])
 
 
 def test_a_step_below_the_trace_resolution_keeps_mfu_and_shares_sane(tmp_path):
