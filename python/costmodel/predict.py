@@ -257,6 +257,8 @@ def _predict(
 
         def fail(stage: str) -> PredictError:
             errors = [d for d in diags.diagnostics if d.severity == "error"]
+            if errors and errors[0].message.startswith(f"{stage}:"):
+                return PredictError(errors[0].render())  # it names the stage already
             return PredictError(f"{stage}: {errors[0].render() if errors else 'failed'}")
 
         with ctx:
