@@ -132,6 +132,27 @@ def test_custom_call_sharding_is_free():
     assert a.cost(a.ops("stablehlo.custom_call")[0])["flops"] == 0
 
 
+def test_host_offloading_copies_are_marked_not_costed():
+    """jax.device_put(x, memory_kind="pinned_host") under jit and back: two copies over
+    the host link, which we do not model: each is marked with its bytes and direction,
+    never a silent zero. A placement on the device of a device value is free."""
+    a = run_annotate(
+        "func.func public @main(%a: tensor<1024x256xf32>) -> tensor<1024x256xf32> {\n"
+        ' %0 = stablehlo.custom_call @annotate_device_placement(%a) {has_side_effect = true, '
+        'mhlo.frontend_attributes = {_xla_buffer_placement = "pinned_host"}} : (tensor<1024x256xf32>) -> tensor<1024x256xf32>\n'
+        ' %1 = stablehlo.custom_call @annotate_device_placement(%0) {has_side_effect = true, '
+        'mhlo.frontend_attributes = {_xla_buffer_placement = "device"}} : (tensor<1024x256xf32>) -> tensor<1024x256xf32>\n'
+        ' %2 = stablehlo.custom_call @annotate_device_placement(%1) {has_side_effect = true, '
+        'mhlo.frontend_attributes = {_xla_buffer_placement = "device"}} : (tensor<1024x256xf32>) -> tensor<1024x256xf32>\n'
+        " return %2 : tensor<1024x256xf32>\n}")
+    to_host, to_device, stay = a.ops("stablehlo.custom_call")
+    nbytes = 1024 * 256 * 4
+    assert f"a copy of {nbytes} bytes from device to host memory" in str(to_host.attributes["costmodel.unsupported"])
+    assert f"a copy of {nbytes} bytes from host to device memory" in str(to_device.attributes["costmodel.unsupported"])
+    assert "costmodel.unsupported" not in stay.attributes and a.cost(stay)["bytes_read"] == 0
+    assert a.totals.unsupported == 2
+
+
 def test_dynamic_shape_is_unsupported_with_hint():
     a = run_annotate("func.func public @main(%a: tensor<?xf32>) -> tensor<?xf32> {\n"
                      " %0 = stablehlo.add %a, %a : tensor<?xf32>\n return %0 : tensor<?xf32>\n}")

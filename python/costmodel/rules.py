@@ -788,9 +788,6 @@ ZERO_COST_CUSTOM_CALLS = frozenset(
         "Sharding",
         "SPMDFullToShardShape",
         "SPMDShardToFullShape",
-        "MoveToHost",
-        "MoveToDevice",
-        "annotate_device_placement",
         "xla.sdy.FuncResultSharding",
         "xla.sdy.GlobalToLocalShape",
         "xla.sdy.LocalToGlobalShape",
@@ -936,7 +933,54 @@ def block_scaled_dot_rule(op, env) -> OpCost:
     )
 
 
+HOST_MEMORY_KINDS = frozenset({"pinned_host", "unpinned_host"})
+
+
+def _placement(op) -> str | None:
+    """The memory kind an `annotate_device_placement` puts its value in (JAX's
+    `jax.device_put(x, memory_kind=...)` and offloading remat policies)."""
+    from .ir import dict_entry
+
+    kind = dict_entry(op, "mhlo.frontend_attributes", "_xla_buffer_placement")
+    try:
+        return ir.StringAttr(kind).value if kind is not None else None
+    except (ValueError, TypeError):
+        return None
+
+
+def _host_placed(value) -> bool:
+    owner = value.owner
+    owner = getattr(owner, "operation", owner)
+    if not isinstance(owner, ir.Operation):
+        return False
+    if owner.name == "stablehlo.custom_call" and "call_target_name" in owner.attributes:
+        target = custom_call_target(owner)
+        return target == "MoveToHost" or (target == "annotate_device_placement" and _placement(owner) in HOST_MEMORY_KINDS)
+    return False
+
+
+def device_placement_rule(op, env) -> OpCost:
+    """Host offloading: a value placed in host memory (`annotate_device_placement` to
+    pinned/unpinned host, XLA's `MoveToHost`) is copied over the host link (PCIe,
+    NVLink-C2C), and back when placed on the device again (`MoveToDevice`, or a "device"
+    placement of a host-placed value). We do not model the host link: such a transfer is
+    marked not costed (its time is not in the step, and reports say so). Any other
+    placement changes nothing: free."""
+    target = custom_call_target(op)
+    nbytes = sum(i.nbytes for i in _operands(op))
+    if target == "MoveToHost" or (target == "annotate_device_placement" and _placement(op) in HOST_MEMORY_KINDS):
+        raise Unsupported(f"a copy of {nbytes} bytes from device to host memory (host offloading): the host link "
+                          "is not modelled, its time is not in the step")
+    if target == "MoveToDevice" or (len(op.operands) and _host_placed(op.operands[0])):
+        raise Unsupported(f"a copy of {nbytes} bytes from host to device memory (host offloading): the host link "
+                          "is not modelled, its time is not in the step")
+    return OpCost(unit=NONE)
+
+
 CUSTOM_CALL_RULES: dict[str, Rule] = {
+    "annotate_device_placement": device_placement_rule,
+    "MoveToHost": device_placement_rule,
+    "MoveToDevice": device_placement_rule,
     "TopK": topk_rule,
     "tpu_custom_call": pallas_tpu_rule,
     "__op$block_scaled_dot": block_scaled_dot_rule,
