@@ -426,3 +426,32 @@ def test_ragged_all_to_all_communicates(tmp_path):
     (row,) = predict(str(p), systems=["dgx-h100"]).rows
     assert row.comm_ms > 0 and row.step_time_ms >= row.comm_ms
     assert "not_costed" not in predict(str(p), systems=["dgx-h100"]).program
+
+
+TP_LAYER = """
+module @tp_decode attributes {mhlo.num_replicas = 4 : i32, mhlo.num_partitions = 1 : i32} {
+  func.func public @main(%x: tensor<8x4096xbf16>, %w: tensor<4096x1024xbf16>, %v: tensor<1024x4096xbf16>) -> tensor<8x4096xbf16> {
+    %h = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<8x4096xbf16>, tensor<4096x1024xbf16>) -> tensor<8x1024xbf16>
+    %y = stablehlo.dot_general %h, %v, contracting_dims = [1] x [0] : (tensor<8x1024xbf16>, tensor<1024x4096xbf16>) -> tensor<8x4096xbf16>
+    %s = "stablehlo.all_reduce"(%y) <{replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>}> ({
+    ^bb0(%a: tensor<bf16>, %b: tensor<bf16>):
+      %t = stablehlo.add %a, %b : tensor<bf16>
+      stablehlo.return %t : tensor<bf16>
+    }) : (tensor<8x4096xbf16>) -> tensor<8x4096xbf16>
+    return %s : tensor<8x4096xbf16>
+  }
+}
+"""
+
+
+def test_latency_bound_small_collectives_are_flagged(tmp_path, model):
+    """A tensor-parallel decode layer: its all-reduce of 8 x 4096 bf16 (64 KiB) is
+    latency-bound, where the model charges every chunk the full per-hop latency
+    (docs/communication-model.md, caveat 2): a note says so. The 8 MiB gradient
+    all-reduce of the data-parallel step is bandwidth-bound: no note."""
+    tp = tmp_path / "tp.mlir"
+    tp.write_text(TP_LAYER)
+    res = predict(str(tp), systems=["h100-sxm-x4"])
+    notes = [n for n in res.rows[0].notes if "caveat 2" in n]
+    assert len(notes) == 1 and notes[0].startswith("1 collective run(s) of under 1 MiB each take")
+    assert not [n for n in predict(model, systems=["h100-sxm-x4"]).rows[0].notes if "caveat 2" in n]
