@@ -6,7 +6,8 @@
 Exports JAX programs that the test suites do not hold (ViT attention, depthwise
 convolutions with a resize and their gradient, MoE routing, FFT/sort/cumprod in a loop,
 an RNN scan gradient, int8 and complex matmuls, linear algebra, a shape-polymorphic
-export, a loop until convergence, a ragged all-to-all under shard_map), runs `costmodel
+export, a loop until convergence, a ragged all-to-all under shard_map; ragged_dot and host
+offloading exported for CUDA, a vocabulary-sharded cross-entropy), runs `costmodel
 predict` on each (roofline and calibrated, one system) and prints per program:
 
   xla/ours XLA's flops (HloCostAnalysis of the unoptimized module) over ours, loops
@@ -106,6 +107,22 @@ def programs():
     exp = export.export(jax.jit(lambda x, w: jax.nn.relu(x @ w).sum(0)))(S((b, 128), jnp.float32), S((128, 64), jnp.float32))
     out.append(("shape_polymorphic", exp.mlir_module(), False))  # XLA cannot cost it either
 
+    # exported for CUDA, as a GPU user ships them: ragged_dot as its composite, host
+    # offloading as annotate_device_placement custom calls (reported as not costed)
+    def ragged(x, w, g):
+        return lax.ragged_dot(x, w, g)
+
+    e = export.export(jax.jit(ragged), platforms=["cuda"])(S((2048, 512), jnp.bfloat16), S((8, 512, 1024), jnp.bfloat16),
+                                                            S((8,), jnp.int32))
+    out.append(("ragged_dot_cuda", e.mlir_module(), False))  # a composite: XLA's CPU converter differs
+
+    def offload(x):
+        y = jax.device_put(x * 2, jax.memory.Space.Host)
+        return jax.device_put(y, jax.memory.Space.Device) + 1
+
+    e = export.export(jax.jit(offload), platforms=["cuda"])(S((1024, 1024), jnp.float32))
+    out.append(("host_offload_cuda", e.mlir_module(), False))
+
     mesh = Mesh(np.array(jax.devices()[:8]), ("x",))
 
     def ragged(operand, output, in_off, send, out_off, recv):
@@ -114,6 +131,20 @@ def programs():
     sm = jax.shard_map(ragged, mesh=mesh, in_specs=(P("x"),) * 6, out_specs=P("x"))
     rargs = (S((8 * 64, 128), jnp.bfloat16),) * 2 + tuple(S((64,), jnp.int32) for _ in range(4))
     out.append(("ragged_all_to_all_8dev", jax.jit(sm).lower(*rargs).as_text(), False))
+
+    # cross-entropy of vocabulary-sharded logits (optax's integer-label loss): predict
+    # partitions it; Shardy's malformed constants are replaced (docs/sharding.md)
+    from jax.sharding import NamedSharding
+
+    m24 = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("data", "model"))
+
+    def xent(logits, labels):
+        lp = jax.nn.log_softmax(logits, axis=-1)
+        return -jnp.take_along_axis(lp, labels[..., None], axis=-1).mean()
+
+    xargs = (S((8, 128, 32000), jnp.float32, sharding=NamedSharding(m24, P("data", None, "model"))),
+             S((8, 128), jnp.int32, sharding=NamedSharding(m24, P("data"))))
+    out.append(("vocab_xent_8dev", jax.jit(xent).lower(*xargs).as_text(), False))
     return out
 
 

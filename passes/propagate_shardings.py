@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 import re
 
 import numpy as np
@@ -231,7 +232,11 @@ def _readable(ops: list, context) -> list[bool]:
     start = 0
     while start < len(ops):
         r, w = os.pipe()
-        pid = os.fork()
+        with warnings.catch_warnings():
+            # JAX, when imported (library use, tests), warns at every fork; the child reads
+            # attributes of this context only and ends with os._exit (costmodel.isolation)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            pid = os.fork()
         if pid == 0:  # never returns
             try:
                 import faulthandler
