@@ -163,6 +163,17 @@ def _iree_formation(module: ir.Operation, diagnostics, session: PassSession | No
 
 
 def run(module: ir.Operation, options: dict, session: PassSession) -> None:
+    from costmodel.partitioning import find_unpartitioned_sharding, may_be_sharded
+
+    found = find_unpartitioned_sharding(module) if may_be_sharded(module) else None
+    if found is not None:
+        # what was asked for, but rarely what is meant: the global program on one device
+        session.diagnostics.warning(
+            found.op.location,
+            f"annotate-cost: the module is sharded but not partitioned ({found.what}): these are the costs of "
+            "the whole global program on one device; run --propagate-shardings first for the per-device program "
+            "(costmodel predict, kernels and memory do)",
+        )
     annotate_module(
         module,
         session.diagnostics,

@@ -179,8 +179,9 @@ def _write_summary(module, system, system_name: str, per_kind: dict, ops: int, u
 
 def _ensure_costed(module: ir.Operation, system, system_name: str, session: PassSession) -> None:
     """A system names its per-device hardware, so `system=` alone costs a program: when
-    annotate-cost has not run, cost the compute with the roofline backend on the system's
-    hardware; when it ran for other hardware, say so."""
+    annotate-cost has not run, cost the compute as `--annotate-cost="hardware=<the
+    system's>"` does (its default backend, kernels formed as the target compiler forms
+    them: what `costmodel predict` costs too); when it ran for other hardware, say so."""
     hw_name = getattr(system, "hardware", None)
     summary = module.attributes[SUMMARY_ATTR] if SUMMARY_ATTR in module.attributes else None
     if summary is not None and "total_time_ns" in ir.DictAttr(summary):
@@ -194,15 +195,17 @@ def _ensure_costed(module: ir.Operation, system, system_name: str, session: Pass
         return
     if not hw_name:
         return
-    from costmodel.backends import make_backend
-    from costmodel.engine import CostEngine
-    from costmodel.hardware import load_hardware
+    from .annotate_cost import DEFAULT_BACKEND, annotate_module
 
-    hardware = load_hardware(hw_name)
-    CostEngine(make_backend("roofline", hardware, {}), hardware.name, session.diagnostics, backend_name="roofline").run(module)
+    # exactly what --annotate-cost="hardware=<the system's>" does: its default backend and
+    # the kernel formation of the compiler that targets the hardware (costmodel predict's)
+    annotate_module(module, session.diagnostics, hardware=hw_name, session=session)
+    fusion = ""
+    if SUMMARY_ATTR in module.attributes and "fusion" in ir.DictAttr(module.attributes[SUMMARY_ATTR]):
+        fusion = f", kernels formed as {ir.StringAttr(ir.DictAttr(module.attributes[SUMMARY_ATTR])['fusion']).value}"
     session.messages.append(
-        f"extract-collectives: the module had no costs; costed its compute with backend 'roofline' on "
-        f"'{hardware.name}', the hardware of system '{system_name}'"
+        f"extract-collectives: the module had no costs; costed its compute as --annotate-cost=\"hardware={hw_name}\" "
+        f"does (backend '{DEFAULT_BACKEND}'{fusion}), {hw_name} being the hardware of system '{system_name}'"
     )
 
 

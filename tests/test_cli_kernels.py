@@ -176,3 +176,21 @@ def test_calls_are_inlined_as_predict_does(tmp_path, capsys):
     assert main(["kernels", str(f), "--json", "--no-inline"]) == 0
     apart = json.loads(capsys.readouterr().out)
     assert apart["kernel_count"] == 2 and sorted(k["executions"] for k in apart["kernels"]) == [1, 1]
+
+
+def test_a_sharded_program_is_partitioned_first(capsys):
+    """A sharded export not yet partitioned: its kernels are one device's, as predict
+    forms them (a note says it was partitioned), never the global program's."""
+    import os
+
+    from costmodel.predict import predict
+
+    f = os.path.join(os.path.dirname(__file__), "data", "sharded", "tp_mlp.mlir")
+    assert main(["kernels", f, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "note: the module was sharded but not partitioned: analysed after propagate-shardings" in captured.err
+    doc = json.loads(captured.out)
+    assert doc["kernel_count"] == predict(f, systems=["dgx-h100"]).rows[0].kernel_count
+    # the hidden layer, 128 wide, is 16 wide on each of the 8 devices
+    shapes = [k["shape"] for k in doc["kernels"]]
+    assert "tensor<16x16xf32>" in shapes and "tensor<16x128xf32>" not in shapes

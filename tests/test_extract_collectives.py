@@ -219,6 +219,14 @@ def test_system_alone_costs_compute_on_its_hardware(tmp_path, capsys):
     assert "the hardware of system 'a100-40gb-x4'" in capsys.readouterr().err
     assert 'hardware = "a100-40gb"' in text and 'backend = "roofline"' in text
     assert "unsupported_count = 0 : i64" in text
+    # exactly what --annotate-cost="hardware=a100-40gb" costs (XLA GPU's kernels), so that
+    # the trace's compute is the one costmodel predict simulates
+    assert 'fusion = "xla-gpu"' in text
+    rc, costed = run_opt(tmp_path, shared_path(os.path.basename(RESNET)), "--annotate-cost=hardware=a100-40gb",
+                         "--extract-collectives=system=a100-40gb-x4 chakra=false")
+    assert rc == 0
+    summary = re.compile(r"costmodel.summary = \{[^}]*\}")
+    assert summary.search(text).group(0) == summary.search(costed).group(0)
 
 
 def test_hardware_mismatch_with_system_warns(tmp_path, capsys):

@@ -75,3 +75,14 @@ def test_a_sharded_argument_only_passed_through_calls_is_no_sign():
 def test_recursive_calls_end():
     body = "%r = call @outer(%a) : (tensor<64x8xf32>) -> tensor<64x8xf32>\n    return %r : tensor<64x8xf32>"
     assert _find(CALLS.format(body=body)) is None
+
+
+def test_may_be_sharded_is_a_cheap_first_look():
+    from costmodel.partitioning import may_be_sharded
+
+    ctx = make_context()
+    with ctx:
+        pmap = load_module(ctx, "module attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 4 : i32} {}", "p.mlir")
+        gspmd = load_module(ctx, "module attributes {mhlo.num_partitions = 8 : i32} {}", "g.mlir")
+        shardy = load_module(ctx, 'module {\n  sdy.mesh @mesh = <["d"=2]>\n}', "s.mlir")
+        assert not may_be_sharded(pmap) and may_be_sharded(gspmd) and may_be_sharded(shardy)

@@ -162,3 +162,31 @@ def test_recosting_for_the_systems_hardware_is_quiet():
 
 def test_costing_a_fresh_module_is_quiet():
     assert _warnings("func.func @f() {\n  return\n}\n", "a100-40gb") == []
+
+
+def test_annotate_cost_warns_on_a_sharded_program_not_partitioned():
+    """Costing the global program of a sharded export on one device is what was asked for,
+    rarely what is meant: a warning says so (and how to get the per-device program); after
+    propagate-shardings, or on a replicated (pmap) program, there is none."""
+    import os
+
+    from costmodel.ir import DiagnosticEngine, load_module, make_context
+    from costmodel.passes import PassSession, get_pass, parse_options
+
+    path = os.path.join(os.path.dirname(__file__), "data", "sharded", "tp_mlp.mlir")
+    text = open(path).read()
+    ctx = make_context()
+
+    def warnings_of(passes):
+        module = load_module(ctx, text, path)
+        session = PassSession(DiagnosticEngine(path))
+        with ctx:
+            for name in passes:
+                info = get_pass(name)
+                info.run(module, parse_options(info, ""), session)
+        return [d.message for d in session.diagnostics.diagnostics if "sharded but not partitioned" in d.message]
+
+    (warned,) = warnings_of(["annotate-cost"])
+    assert warned.startswith("annotate-cost: the module is sharded but not partitioned (%arg1 of @main")
+    assert "run --propagate-shardings first" in warned
+    assert warnings_of(["propagate-shardings", "annotate-cost"]) == []

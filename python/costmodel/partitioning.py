@@ -131,6 +131,24 @@ def _computing_user(value, funcs: dict) -> tuple[object, str] | None:
     return None
 
 
+def may_be_sharded(module) -> bool:
+    """A cheap first look (no walk of the ops): a module over several partitions
+    (`mhlo.num_partitions` > 1, what JAX writes for any mesh) or with a Shardy mesh may be
+    a sharded program; any other module is not one. Replicated programs (pmap,
+    `mhlo.num_replicas` only) are per-device already."""
+    attrs = module.attributes
+    if "mhlo.num_partitions" in attrs:
+        try:
+            if ir.IntegerAttr(attrs["mhlo.num_partitions"]).value > 1:
+                return True
+        except (ValueError, TypeError):
+            return True
+    for op in module.regions[0].blocks[0].operations:
+        if op.operation.name == "sdy.mesh":
+            return True
+    return False
+
+
 def find_unpartitioned_sharding(module) -> Unpartitioned | None:
     """The first sign that `module` is a sharded program not yet partitioned, or None."""
     if is_marked_partitioned(module):

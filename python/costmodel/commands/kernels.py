@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from . import CommandError
+from . import CommandError, partition_if_needed
 
 
 def register(subparsers) -> None:
@@ -59,7 +59,12 @@ def _kernels(args) -> int:
         except ir.MLIRError as err:
             diags.add_mlir(err.error_diagnostics)
             raise CommandError(diags.diagnostics[0].render() if diags.diagnostics else str(err)) from None
+        notes: list = []
+        first_annotation = 0
         if args.hardware or args.backend or args.fusion or not has_kernels(module):
+            warned = partition_if_needed(module, diags, notes)
+            for line in warned:
+                sys.stderr.write(line + "\n")
             if args.inline:
                 from ..ir import inline_calls
 
@@ -67,6 +72,7 @@ def _kernels(args) -> int:
                     inline_calls(module, drop_uncalled=True)
                 except ir.MLIRError as err:
                     raise CommandError(f"inlining failed: {str(err).splitlines()[0]}") from None
+            first_annotation = len(diags.diagnostics)
             annotate_module(
                 module,
                 diags,
@@ -87,8 +93,10 @@ def _kernels(args) -> int:
         kbytes = ir.IntegerAttr(summary["kernel_bytes"]).value
         fusion = ir.StringAttr(summary["fusion"]).value
         uncosted = not_costed_note(module, diags)
-        for line in other_warnings(diags):  # annotate-cost's, as stablehlo-opt prints them
+        for line in other_warnings(diags, first_annotation):  # annotate-cost's, as stablehlo-opt prints them
             sys.stderr.write(line + "\n")
+        for note in notes:
+            sys.stderr.write(f"note: {note}\n")
     if args.json:
         doc = {
             "hardware": hw,

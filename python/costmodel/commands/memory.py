@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from . import CommandError
+from . import CommandError, partition_if_needed
 
 
 def register(subparsers) -> None:
@@ -67,7 +67,7 @@ def _run(args) -> int:
         except ir.MLIRError as err:
             diags.add_mlir(err.error_diagnostics)
             raise CommandError(diags.diagnostics[0].render() if diags.diagnostics else str(err)) from None
-        _partition_if_needed(module, diags, notes)
+        warned = partition_if_needed(module, diags, notes)
         try:
             report = peak_memory(
                 module, function=args.function, fusion=args.fusion, schedule=args.schedule, top=args.top,
@@ -75,6 +75,8 @@ def _run(args) -> int:
             )
         except InputError as err:
             raise CommandError(str(err)) from None
+    for line in warned:
+        sys.stderr.write(line + "\n")
     for note in notes:
         sys.stderr.write(f"note: {note}\n")
     if args.json:
@@ -83,23 +85,3 @@ def _run(args) -> int:
         return 0
     sys.stdout.write(render_report(report, source) + "\n")
     return 0
-
-
-def _partition_if_needed(module, diags, notes: list) -> None:
-    """A sharded module that is not partitioned yet: partition it (what predict does), so
-    that the analysis sees one device's program."""
-    from ..partitioning import find_unpartitioned_sharding
-
-    if find_unpartitioned_sharding(module) is None:
-        return
-    from ..passes import PassError, PassSession, get_pass, parse_options
-
-    prop = get_pass("propagate-shardings")
-    try:
-        prop.run(module, parse_options(prop, ""), PassSession(diagnostics=diags))
-    except PassError:
-        errors = [d for d in diags.diagnostics if d.severity == "error"]
-        raise CommandError(
-            "propagate-shardings: " + (errors[0].render() if errors else "failed on the sharded module")
-        ) from None
-    notes.append("the module was sharded but not partitioned: analysed after propagate-shardings (one device)")
