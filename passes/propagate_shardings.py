@@ -753,6 +753,10 @@ def _run(module: ir.Operation, options: dict, session: PassSession, progress, is
     _run_pipeline(module, PAD, session, progress)
     _run_pipeline(module, TO_LOCAL, session, progress, fix_loops=True)
     _repair_new_constants(module, before, session, probe=isolated)
+    with module.context:
+        # Shardy ends a reduction over a sharded dimension with add all-reduces (a max
+        # summed, an argmax's values and indices summed apart): XLA's way instead
+        xla_spmd.reductions_as_xla(module)
     progress.stage("per-device-cleanup")
 
     leftovers = {}

@@ -467,3 +467,22 @@ def test_spatially_sharded_convolution_is_said_to_lack_halo_exchange(ctx, dims, 
         assert msgs == []
     else:
         assert len(msgs) == 1 and f"({warned})" in msgs[0] and "lacks that communication" in msgs[0]
+
+
+def test_reductions_over_a_sharded_dimension_are_partitioned_as_xla(ctx):
+    """Shardy ends a reduction over a sharded dimension with an add all-reduce: a max was
+    summed, and an argmax's values and indices were summed apart. A max all-reduces with
+    a max; an argmax all-gathers the partial values and indices (4 per device, 4 devices
+    of "model") and reduces them again, as XLA's partitioner does (test_spmd_oracle.py
+    compares the collectives with XLA's)."""
+    out, session = _run(ctx, "max_vocab.mlir")
+    assert not session.diagnostics.has_errors
+    assert _kinds(out) == {"all_reduce": 1}
+    reducer = out[out.index('"stablehlo.all_reduce"'):].split("stablehlo.return")[0]
+    assert "stablehlo.maximum" in reducer and "stablehlo.add" not in reducer
+
+    out, session = _run(ctx, "argmax_vocab.mlir")
+    assert not session.diagnostics.has_errors
+    assert _kinds(out) == {"all_gather": 2}
+    assert out.count("stablehlo.reduce(") == 2  # the local argmax, then the one over the gathered partials
+    assert "-> tensor<4x4xf32>" in out and "-> tensor<4x4xi32>" in out

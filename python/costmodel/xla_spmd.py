@@ -19,6 +19,11 @@ XLA does differently, this module does it XLA's way:
 * `dynamic_slice_strategies(module)`: a `dynamic_slice` of an operand sharded on a
   sliced dimension reshards the operand to the slice's sharding (XLA replicates the
   sliced dimensions) instead of moving the axis to another dimension.
+* `reductions_as_xla(module)` (on the per-device program): a reduction over a sharded
+  dimension ends in an all-reduce with the reduction's own operation (Shardy's always
+  adds: a max became a sum), and a variadic one (argmax) all-gathers the partial results
+  and reduces them again, as XLA's partitioner does (Shardy all-reduced each result
+  with a sum).
 
 Functions take a module whose context is active (the pass's); none builds a context.
 """
@@ -36,6 +41,7 @@ __all__ = [
     "merge_duplicate_reshards",
     "dot_strategies",
     "dynamic_slice_strategies",
+    "reductions_as_xla",
     "sharding_list",
     "is_sharded",
 ]
@@ -391,3 +397,118 @@ def dynamic_slice_strategies(module: ir.Operation) -> int:
             op.operands[0] = _reshard(op.operands[0], mesh, target, op)
             n += 1
     return n
+
+
+# ---------------------------------------------------------------------------
+# Reductions over sharded dimensions (the per-device program)
+
+_COMBINERS = frozenset(
+    {"stablehlo.add", "stablehlo.maximum", "stablehlo.minimum", "stablehlo.multiply", "stablehlo.and",
+     "stablehlo.or", "stablehlo.xor"}
+)
+
+
+def _sole_users(value) -> list:
+    return [getattr(u.owner, "operation", u.owner) for u in value.uses]
+
+
+def _combiner(reduce_op) -> str | None:
+    """The binary op of a single-input reduce's body (`%r = OP %a, %b; return %r`)."""
+    body = reduce_op.regions[0].blocks[0]
+    ops = [op.operation for op in body.operations]
+    if len(ops) != 2 or ops[0].name not in _COMBINERS or ops[1].name != "stablehlo.return":
+        return None
+    args = list(body.arguments)
+    if len(args) != 2 or list(ops[0].operands) != args and list(ops[0].operands) != args[::-1]:
+        return None
+    return ops[0].name
+
+
+def _set_combiner(all_reduce, name: str) -> bool:
+    """Make the all-reduce's body `name` (its body is `%r = add %a, %b; return %r`)."""
+    body = all_reduce.regions[0].blocks[0]
+    ops = [op.operation for op in body.operations]
+    if len(ops) != 2 or ops[0].name == name or ops[0].name not in _COMBINERS:
+        return False
+    old = ops[0]
+    with old.location, ir.InsertionPoint(old):
+        new = ir.Operation.create(name, results=[old.results[0].type], operands=list(old.operands))
+    old.results[0].replace_all_uses_with(new.results[0])
+    old.erase()
+    return True
+
+
+def _group_size(all_reduce) -> int | None:
+    try:
+        groups = ir.DenseElementsAttr(all_reduce.attributes["replica_groups"])
+        shape = list(ir.ShapedType(groups.type).shape)
+    except (KeyError, ValueError, TypeError):
+        return None
+    return shape[1] if len(shape) == 2 else None
+
+
+def _gather_partials(reduce_op, all_reduces: list) -> None:
+    """Replace the all-reduces of a variadic reduce's partial results: each partial is
+    all-gathered along a new minor dimension and one reduce (a clone of the local one,
+    with its body) combines the gathered partials (XLA: bf16[4,4] and s32[4,4] all-gathers
+    for an argmax of bf16[8,32000] sharded 2 x 4)."""
+    first = all_reduces[0]
+    n = _group_size(first)
+    gathered = []
+    with reduce_op.location, ir.InsertionPoint(first):
+        for ar in all_reduces:
+            partial = ar.operands[0]
+            t = ir.RankedTensorType(partial.type)
+            shape = list(t.shape)
+            col = ir.Operation.create(
+                "stablehlo.reshape", results=[ir.RankedTensorType.get(shape + [1], t.element_type)], operands=[partial]
+            ).results[0]
+            attrs = {
+                "all_gather_dim": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(shape)),
+                "replica_groups": ar.attributes["replica_groups"],
+            }
+            for key in ("channel_handle", "use_global_device_ids"):
+                if key in ar.attributes:
+                    attrs[key] = ar.attributes[key]
+            gathered.append(ir.Operation.create(
+                "stablehlo.all_gather", results=[ir.RankedTensorType.get(shape + [n], t.element_type)], operands=[col],
+                attributes=attrs,
+            ).results[0])
+        final = reduce_op.clone(ip=ir.InsertionPoint(first))
+    k = len(all_reduces)
+    for i, g in enumerate(gathered):
+        final.operands[i] = g
+    final.attributes["dimensions"] = ir.DenseI64ArrayAttr.get([len(ir.RankedTensorType(gathered[0].type).shape) - 1])
+    for i, ar in enumerate(all_reduces[:k]):
+        ar.results[0].replace_all_uses_with(final.results[i])
+        ar.erase()
+
+
+def reductions_as_xla(module: ir.Operation) -> int:
+    """On the per-device program: every local reduce whose results each feed one
+    all-reduce (of one group) only, which is how Shardy's global-to-local conversion ends
+    a reduction over a sharded dimension, always with an add. A single-input reduce's
+    all-reduce gets the reduce's own operation (maximum, minimum, multiply, and, or,
+    xor), so that the per-device program computes what the global one does; a variadic
+    reduce (argmax, argmin: values and indices) all-gathers its partial results and
+    reduces them again, as XLA's partitioner does. Returns how many reduces were fixed."""
+    fixed = 0
+    for op in list(walk_ops(module)):
+        if op.name != "stablehlo.reduce" or not op.regions[0].blocks:
+            continue
+        results = list(op.results)
+        users = [_sole_users(r) for r in results]
+        if not all(len(u) == 1 and u[0].name == "stablehlo.all_reduce" and len(u[0].operands) == 1 for u in users):
+            continue
+        all_reduces = [u[0] for u in users]
+        if len({str(a.attributes["replica_groups"]) if "replica_groups" in a.attributes else "" for a in all_reduces}) != 1:
+            continue
+        if len(results) == 1:
+            name = _combiner(op)
+            if name is not None and _set_combiner(all_reduces[0], name):
+                fixed += 1
+            continue
+        if _group_size(all_reduces[0]) and all(_ranked(r.type) for r in results):
+            _gather_partials(op, all_reduces)
+            fixed += 1
+    return fixed

@@ -329,6 +329,13 @@ def cases():
     xent_args = [sds((8, 16, V), m24, P("data", None, "model")), jax.ShapeDtypeStruct((8, 16), i32, sharding=ns(m24, P("data")))]
     out["vocab_xent"] = (vocab_xent, xent_args, ns(m24, P()))
 
+    # 12h. Greedy decoding's argmax and a max over vocabulary-sharded logits: XLA
+    # all-gathers an argmax's partial values and indices and reduces them again, and
+    # all-reduces a max with a max (xla_spmd.reductions_as_xla; Shardy summed both).
+    logits = [sds((8, V), m24, P("data", "model"))]
+    out["argmax_vocab"] = (lambda x: jnp.argmax(x, axis=-1), logits, ns(m24, P("data")))
+    out["max_vocab"] = (lambda x: jnp.max(x, axis=-1), logits, ns(m24, P("data")))
+
     # 12g. AdamW on FSDP-sharded parameters, parameters and both moments donated.
     def adamw(params, m, v, x, step):
         def loss(p):
