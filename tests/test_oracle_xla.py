@@ -187,6 +187,18 @@ def test_batch_norm_xla_counts_zero_we_count_expansion():
     assert ours(text) == (3 * n + 2 * c, c)
 
 
+def test_long_cumsum_xla_counts_the_window_we_count_its_rewrite():
+    """jnp.cumsum over 4096 elements: XLA's cost analysis of the unoptimized module counts
+    the quadratic window, (n - 1) applications per output; its compilers run the tree
+    ReduceWindowRewriter makes, whose applications we count (docs/cost-rules.md)."""
+    from costmodel.rules import _tree_scan_applications
+
+    n = 4096
+    text = jax.jit(lambda x: jnp.cumsum(x, axis=-1)).lower(_f32(8, n)).as_text()
+    assert xla_cost(text) == (8 * n * (n - 1), 0)
+    assert ours(text) == (_tree_scan_applications(n, 8), 0)
+
+
 # --- JAX programs ---------------------------------------------------------------------
 def _conv(x, w, **kw):
     return jax.lax.conv_general_dilated(x, w, **kw)

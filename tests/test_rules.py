@@ -117,6 +117,31 @@ def test_sort_counts_whole_tensor():
     assert a.cost(a.ops("stablehlo.sort")[0])["flops"] == n * 5  # n * ceil(log2 n), XLA
 
 
+@pytest.mark.parametrize("n", [16, 32000])
+def test_long_scan_counts_xlas_tree_rewrite(n):
+    """jnp.cumsum as a reduce_window whose window spans the dimension: up to 16 elements
+    XLA's count, (n - 1) applications per output; longer, the applications of the tree
+    XLA's ReduceWindowRewriter turns it into (base 16), not the quadratic window."""
+    from costmodel.rules import _tree_scan_applications
+
+    t = f"tensor<8x{n}xf32>"
+    a = _single(
+        "%z = stablehlo.constant dense<0.0> : tensor<f32>\n"
+        f' %0 = "stablehlo.reduce_window"(%a, %z) <{{padding = dense<[[0, 0], [{n - 1}, 0]]> : tensor<2x2xi64>, '
+        f"window_dimensions = array<i64: 1, {n}>}}> ({{\n ^bb0(%x: tensor<f32>, %y: tensor<f32>):\n"
+        "   %s = stablehlo.add %x, %y : tensor<f32>\n   stablehlo.return %s : tensor<f32>\n"
+        f" }}) : ({t}, tensor<f32>) -> {t}\n return %0 : {t}", f"%a: {t}", t)
+    flops = a.cost(a.ops("stablehlo.reduce_window")[0])["flops"]
+    if n <= 16:
+        assert flops == 8 * n * (n - 1)
+    else:
+        # 32000 = 2000 runs of 16: 15 adds per element in the runs, 1 to combine; then the
+        # 2000 run totals (125 runs), then 125 (padded to 128: 8 runs), then 8 plainly
+        expected = 8 * (32000 * 16 + 2000 * 16 + 128 * 16 + 8 * 7)
+        assert flops == expected == _tree_scan_applications(n, 8)
+        assert flops < 8 * n * (n - 1) / 1000
+
+
 def test_custom_call_unknown_is_unsupported():
     a = run_annotate(
         "func.func public @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n"

@@ -542,10 +542,56 @@ def reduce_rule(op, env) -> OpCost:
     return _scaled(per, x.num_elements - out.num_elements, op, x.dtype)
 
 
+# XLA's ReduceWindowRewriter (xla/service/reduce_window_rewriter.cc, in the GPU and the CPU
+# compilers' pipelines) rewrites a scan written as a reduce_window longer than this
+# (DebugOptions xla_reduce_window_rewrite_base_length, default 16 in
+# xla/debug_options_flags.cc) into a tree of windows of this length.
+REDUCE_WINDOW_REWRITE_BASE = 16
+
+
+def _scan_length(op, shape, window, padding) -> int | None:
+    """The length of the scan a reduce_window computes (jnp.cumsum/cumprod/cummax: one
+    window dimension spanning its whole length, stride 1, padded by the length or one
+    less on one side), when XLA's ReduceWindowRewriter rewrites it (TryOptimizeCumSumOrProd:
+    longer than the base length); None otherwise."""
+    wide = [i for i, d in enumerate(window) if d != 1]
+    if len(wide) != 1:
+        return None
+    d = wide[0]
+    n = shape[d]
+    if n <= REDUCE_WINDOW_REWRITE_BASE or window[d] != n:
+        return None
+    for key in ("window_strides", "base_dilations", "window_dilations"):
+        values = _i64_list(op, key)
+        if values is not None and values[d] != 1:
+            return None
+    lo, hi = padding[2 * d], padding[2 * d + 1]
+    if (lo in (n - 1, n) and hi == 0) or (hi in (n - 1, n) and lo == 0):
+        return n
+    return None
+
+
+def _tree_scan_applications(n: int, rows: int) -> int:
+    """Reducer applications of XLA's tree rewrite of `rows` scans of length n: pad to a
+    multiple of the base b, scan each run of b (b - 1 applications per element), combine
+    with the exclusive scan of the runs' last elements (one more per element), that scan
+    rewritten the same way while it is longer than b, the last one a plain window."""
+    b = REDUCE_WINDOW_REWRITE_BASE
+    total = 0
+    while n > b:
+        padded = -(-n // b) * b
+        total += rows * padded * (b - 1) + rows * padded
+        n = padded // b
+    return total + rows * n * max(n - 1, 0)
+
+
 def reduce_window_rule(op, env) -> OpCost:
     """(window elements - 1) applications per output element (XLA HandleReduceWindow),
     including XLA's special case of a reduce-then-broadcast window along one padded
-    dimension (a cumulative sum over the whole dimension): out/w + (w - 1) applications."""
+    dimension (a cumulative sum over the whole dimension): out/w + (w - 1) applications.
+    A scan longer than 16 (jnp.cumsum over a vocabulary) counts the applications of the
+    tree XLA's compilers rewrite it into (REDUCE_WINDOW_REWRITE_BASE), not the quadratic
+    window XLA's cost analysis of the unoptimized module counts."""
     x = _info(op.operands[0])
     out = _info(op.results[0])
     window = _i64_list(op, "window_dimensions") or [1] * x.rank
@@ -553,6 +599,9 @@ def reduce_window_rule(op, env) -> OpCost:
     per = env.apply_cost(op.regions[0])
     w = _prod(window)
     count = (w - 1) * out.num_elements
+    n = _scan_length(op, list(x.shape), window, padding) if x.rank == len(window) else None
+    if n is not None:
+        return _scaled(per, _tree_scan_applications(n, x.num_elements // n), op, x.dtype)
     reduction_dims = sum(1 for d in window if d != 1)
     padded_dims = sum(1 for i in range(len(window)) if padding[2 * i] or padding[2 * i + 1])
     if reduction_dims == 1 and padded_dims == 1 and len(op.results) == 1:
