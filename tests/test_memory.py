@@ -449,3 +449,17 @@ def test_shard_map_arguments_and_outputs_are_per_device():
     # at the peak: the arguments, the accumulator (the loop state, then the output), the
     # body's dot result (tanh and add in place) and the i32 loop counter
     assert rep.peak_bytes == (local_x + w) + local_x + local_x + 4
+
+
+def test_sub_byte_buffers_are_packed():
+    """An s4 argument takes half a byte per element, as XLA's buffer assignment packs it
+    (its memory_analysis of s4[4096,4096]: 8 MiB); i1 a byte per element."""
+    rep = analyse(
+        "func.func @main(%w: tensor<4096x4096xi4>, %p: tensor<4096xi1>) -> tensor<4096x4096xbf16> {\n"
+        "  %0 = stablehlo.convert %w : (tensor<4096x4096xi4>) -> tensor<4096x4096xbf16>\n"
+        "  return %0 : tensor<4096x4096xbf16>\n"
+        "}\n",
+        fusion="none",
+    )
+    assert rep.argument_bytes == 4096 * 4096 // 2 + 4096  # two s4 per byte; one byte per pred
+    assert rep.output_bytes == 4096 * 4096 * 2

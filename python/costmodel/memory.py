@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 
 from .collectives import GROUP_COLLECTIVE_OPS
 from .ir import InputError, format_location, ir
-from .shapes import type_info
+from .shapes import packed_nbytes, type_info
 
 __all__ = ["MemoryReport", "LiveBuffer", "DonationCopy", "peak_memory", "FUSION_CHOICES", "render_report"]
 
@@ -701,7 +701,7 @@ class _Analyzer:
         info = type_info(t if t is not None else value.type)
         if info.dynamic:
             self.dynamic_types.add(str(value.type))
-        return info.nbytes
+        return packed_nbytes(info)  # sub-byte elements packed, as XLA's buffers
 
     def local_type(self, value):
         """The per-device type of a value of global type at a manual computation's
@@ -1177,7 +1177,7 @@ def _report_for(an: _Analyzer, name: str, top: int) -> MemoryReport:
     if len(returned) == len(res_types):
         out_sizes = [an.size(v) for v in returned]
     else:
-        out_sizes = [type_info(t).nbytes for t in res_types]
+        out_sizes = [packed_nbytes(type_info(t)) for t in res_types]
     output_bytes = sum(out_sizes)
     alias_bytes = sum(out_sizes[k] for k, j in donation.items() if out_sizes[k] == arg_sizes[j])
     temps: list = []
