@@ -463,3 +463,25 @@ def test_sub_byte_buffers_are_packed():
     )
     assert rep.argument_bytes == 4096 * 4096 // 2 + 4096  # two s4 per byte; one byte per pred
     assert rep.output_bytes == 4096 * 4096 * 2
+
+
+def test_ops_removed_by_cse_before_fusion_have_no_buffer():
+    """Two equal computations on constants (an iota times 7, twice): XLA's CSE keeps one,
+    kernel formation too (the second is `costmodel.removed`, in no kernel), and it has no
+    buffer (XLA's memory_analysis: the 8 MiB argument and the 8 MiB output, nothing else)."""
+    text = """
+func.func @main(%x: tensor<2048x1024xf32>) -> tensor<2048x1024xf32> {
+  %i1 = stablehlo.iota dim = 1 : tensor<2048x1024xf32>
+  %c1 = stablehlo.constant dense<7.0> : tensor<2048x1024xf32>
+  %a = stablehlo.multiply %i1, %c1 : tensor<2048x1024xf32>
+  %i2 = stablehlo.iota dim = 1 : tensor<2048x1024xf32>
+  %c2 = stablehlo.constant dense<7.0> : tensor<2048x1024xf32>
+  %b = stablehlo.multiply %i2, %c2 : tensor<2048x1024xf32>
+  %s = stablehlo.add %x, %a : tensor<2048x1024xf32>
+  %t = stablehlo.add %s, %b : tensor<2048x1024xf32>
+  return %t : tensor<2048x1024xf32>
+}
+"""
+    rep = analyse(text, fusion="xla-gpu")
+    mib8 = 2048 * 1024 * 4
+    assert rep.peak_bytes == 2 * mib8 and rep.temp_peak_bytes == 0

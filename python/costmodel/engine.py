@@ -32,6 +32,7 @@ __all__ = [
     "UNSUPPORTED_ATTR",
     "KERNEL_ATTR",
     "KERNEL_COST_ATTR",
+    "REMOVED_ATTR",
     "infer_trip_count",
     "trip_count_hint",
     "TRIP_COUNT_ATTR",
@@ -44,6 +45,9 @@ KERNEL_COST_ATTR = "costmodel.kernel_cost"  # once per kernel, on its root op
 KERNEL_COPIES_ATTR = "costmodel.kernel_copies"
 SUMMARY_ATTR = "costmodel.summary"
 UNSUPPORTED_ATTR = "costmodel.unsupported"
+# on an op XLA removes before it fuses (HloCSE: it equals an earlier op; HloDCE: nothing
+# reads it): kernel formation puts it in no kernel, costmodel memory gives it no buffer
+REMOVED_ATTR = "costmodel.removed"
 
 BOUNDS = ("compute", "memory", "overhead")
 
@@ -335,6 +339,7 @@ class CostEngine:
         with ctx, module.location:
             self._i64 = ir.IntegerType.get_signless(64)
             self._backend_attr = ir.StringAttr.get(self.backend_name)
+            self._removed_attr = ir.UnitAttr.get()
             funcs = []
             for op in module.regions[0].blocks[0].operations:
                 op = op.operation
@@ -603,6 +608,9 @@ class CostEngine:
                     time_ns, bound = 0.0, "overhead"
                     if nd.dead:
                         self.dead_ops += 1
+                        # XLA's CSE or DCE removes it before fusion: no kernel, no buffer
+                        # (costmodel memory reads this)
+                        op.attributes[REMOVED_ATTR] = self._removed_attr
                 op.attributes[COST_ATTR] = self._cost_attr(
                     cost.flops, cost.transcendentals, cost.bytes_read, cost.bytes_written, time_ns, bound
                 )

@@ -58,8 +58,8 @@ __all__ = ["MemoryReport", "LiveBuffer", "DonationCopy", "peak_memory", "FUSION_
 FUSION_CHOICES = ("auto", "xla-gpu", "xla-tpu", "none")
 SCHEDULE_CHOICES = ("auto", "program", "list")
 
-KERNEL_ATTR = "costmodel.kernel"
-KERNEL_COST_ATTR = "costmodel.kernel_cost"
+from .engine import KERNEL_ATTR, KERNEL_COST_ATTR, REMOVED_ATTR  # noqa: E402
+
 KERNEL_COPIES_ATTR = "costmodel.kernel_copies"  # engine.py: an op copied into N kernels
 
 # Results that are their operand's buffer (no allocation).
@@ -794,6 +794,8 @@ class _Analyzer:
 
     def _allocates(self, op, r) -> bool:
         attrs = op.attributes
+        if REMOVED_ATTR in attrs:
+            return False  # removed by XLA's CSE/DCE before fusion (an equal op's result is read)
         if KERNEL_ATTR not in attrs:
             return True  # not in a kernel: collectives, ops the engine could not cost ...
         if KERNEL_COPIES_ATTR in attrs or (op.name in DUPLICABLE_OPS and KERNEL_COST_ATTR not in attrs):
