@@ -44,6 +44,7 @@ def annotate_module(
     branch: str | int = "max",
     nested_costs: bool = True,
     unknown_trip_count: int | None = None,
+    trip_count_option: str | None = None,
 ) -> CostEngine:
     """What the pass does, callable in-process (`costmodel kernels`, `predict`).
     `nested_costs=False` (with a formation cache): see CostEngine.
@@ -77,6 +78,7 @@ def annotate_module(
         branch=parse_policy(branch),
         nested_costs=nested_costs,
         unknown_trip_count=unknown_trip_count,
+        **({"trip_count_option": trip_count_option} if trip_count_option else {}),
     )
     with _gc_paused():
         engine.run(module)

@@ -194,3 +194,10 @@ def test_a_sharded_program_is_partitioned_first(capsys):
     # the hidden layer, 128 wide, is 16 wide on each of the 8 devices
     shapes = [k["shape"] for k in doc["kernels"]]
     assert "tensor<16x16xf32>" in shapes and "tensor<16x128xf32>" not in shapes
+
+
+def test_a_module_without_a_program_is_one_error(tmp_path, capsys):
+    f = tmp_path / "empty.mlir"
+    f.write_text("module {}\n")
+    assert main(["kernels", str(f)]) == 1
+    assert "has no public function with a body: no kernels to list" in capsys.readouterr().err

@@ -324,6 +324,7 @@ def test_annotate_warnings_are_passed_on(tmp_path, capsys):
     assert rc == 0
     warned = [line for line in err.splitlines() if "cannot infer the trip count" in line]
     assert len(warned) == 1 and warned[0].startswith(f"{p}:5:8: warning: ")
+    assert "give it with --unknown-trip-count N" in warned[0]  # predict's own option, not annotate-cost's
     doc = predict(str(p), systems=["h100-sxm-x4"]).to_json()
     assert doc["program"]["warnings"] == warned
     p.write_text(MODEL)
@@ -455,3 +456,16 @@ def test_latency_bound_small_collectives_are_flagged(tmp_path, model):
     notes = [n for n in res.rows[0].notes if "caveat 2" in n]
     assert len(notes) == 1 and notes[0].startswith("1 collective run(s) of under 1 MiB each take")
     assert not [n for n in predict(model, systems=["h100-sxm-x4"]).rows[0].notes if "caveat 2" in n]
+
+
+def test_a_small_peak_memory_reads_in_mib(tmp_path, model):
+    import dataclasses
+
+    from costmodel.predict import render_table
+
+    res = predict(model, systems=["h100-sxm-x4"])
+    row = res.rows[0]
+    small = dataclasses.replace(res, rows=[dataclasses.replace(row, peak_memory_GiB=0.05)])
+    assert "51.2M/80G" in render_table(small)  # not 0.0/80G
+    large = dataclasses.replace(res, rows=[dataclasses.replace(row, peak_memory_GiB=12.34)])
+    assert " 12.3/80G" in render_table(large)

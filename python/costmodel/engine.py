@@ -237,8 +237,13 @@ class CostEngine:
         branch: str | int = "max",
         nested_costs: bool = True,
         unknown_trip_count: int | None = None,
+        trip_count_option: str = "annotate-cost's unknown-trip-count=N",
     ):
         from .branches import parse_policy
+
+        # how the warning on a loop of unknown trip count names the option that gives it
+        # (costmodel predict: its own --unknown-trip-count N)
+        self.trip_count_option = trip_count_option
 
         # the iterations of a while loop whose count neither the IR nor a
         # costmodel.trip_count hint gives (None: one, with a warning)
@@ -811,8 +816,8 @@ class CostEngine:
                 self.diags.warning(
                     op.location,
                     "cannot infer the trip count of this 'stablehlo.while' (not a counted loop with "
-                    "constant start, bound and step); costing one iteration (give it with annotate-cost's "
-                    f"unknown-trip-count=N, or {TRIP_COUNT_ATTR} = N : i64 on the op)",
+                    "constant start, bound and step); costing one iteration (give it with "
+                    f"{self.trip_count_option}, or {TRIP_COUNT_ATTR} = N : i64 on the op)",
                 )
                 t.add(cond)
                 t.add(body)

@@ -650,6 +650,17 @@ def attr_number(attr) -> int | float:
         return ir.FloatAttr(attr).value
 
 
+def has_public_body(module: ir.Operation) -> bool:
+    """Does the module define a public function with a body (a program to run)?"""
+    for op in module.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name == "func.func" and op.regions[0].blocks:
+            vis = op.attributes["sym_visibility"] if "sym_visibility" in op.attributes else None
+            if vis is None or ir.StringAttr(vis).value == "public":
+                return True
+    return False
+
+
 def inline_calls(module: ir.Operation, max_rounds: int = 64, drop_uncalled: bool = False) -> int:
     """Inline every `func.call` of a function with a one-block body, as XLA does before
     it fuses (the MLIR `inline` pass does nothing here: jaxlib's bindings register no

@@ -22,7 +22,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from .hardware import SpecError
-from .ir import DiagnosticEngine, InputError, ir, load_module, make_context, nested_ops
+from .ir import DiagnosticEngine, InputError, has_public_body, ir, load_module, make_context, nested_ops
 
 SCHEMA = "costmodel.predict/1"
 
@@ -267,7 +267,7 @@ def _predict(
             except ir.MLIRError as err:
                 diags.add_mlir(err.error_diagnostics)
                 raise fail("cannot parse the model") from None
-            if not _has_public_body(module):
+            if not has_public_body(module):
                 raise PredictError(f"{source} has no public function with a body: nothing to predict")
             kind = "per-device"
             first_warning = len(diags.diagnostics)  # propagate-shardings' and annotate-cost's from here
@@ -345,6 +345,7 @@ def _predict(
                             # never printed: reducers inside cached ops stay uncosted
                             nested_costs=bool(trace_dir),
                             unknown_trip_count=trips,
+                            trip_count_option="--unknown-trip-count N",
                         )
                         if first:  # the first clone, annotated in full: what annotate-cost warned of
                             first = False
@@ -487,17 +488,6 @@ def _small_collectives_note(module, step_ns: float) -> str | None:
     )
 
 
-def _has_public_body(module) -> bool:
-    """Does the module define a public function with a body (a program to run)?"""
-    for op in module.regions[0].blocks[0].operations:
-        op = op.operation
-        if op.name == "func.func" and op.regions[0].blocks:
-            vis = op.attributes["sym_visibility"] if "sym_visibility" in op.attributes else None
-            if vis is None or ir.StringAttr(vis).value == "public":
-                return True
-    return False
-
-
 def _peak_memory(module) -> int | None:
     """Peak live bytes per device (costmodel.memory), None when the analysis is absent."""
     try:
@@ -618,7 +608,9 @@ def render_table(res: PredictResult) -> str:
         if r.peak_memory_GiB is None:
             mem = "n/a"
         else:
-            mem = f"{r.peak_memory_GiB:5.1f}/{r.hbm_GiB:g}G" + ("" if r.fits else " !")
+            # GiB with one decimal; under a tenth of one, MiB (a small program's peak read 0.0/80G)
+            peak = f"{r.peak_memory_GiB:5.1f}" if r.peak_memory_GiB >= 0.1 else f"{r.peak_memory_GiB * 1024:4.1f}M"
+            mem = f"{peak}/{r.hbm_GiB:g}G" + ("" if r.fits else " !")
         lines.append(
             f"{r.system[:24]:<24} {r.backend:<10} {r.step_time_ms * scale:>8.2f}{unit} {r.compute_ms * scale:>8.2f}{unit} "
             f"{r.comm_ms * scale:>7.2f}{unit} {r.exposed_comm_ms * scale:>7.2f}{unit} {r.kernel_count:>7} {100 * r.mfu:>4.0f}% "

@@ -39,7 +39,7 @@ def _run(args) -> int:
 
 def _kernels(args) -> int:
     from ..driver import read_input
-    from ..ir import DiagnosticEngine, InputError, ir, load_module, make_context
+    from ..ir import DiagnosticEngine, InputError, has_public_body, ir, load_module, make_context
     from ..kernels.report import collect_kernels, has_kernels, render_table
     from ..passes.annotate_cost import DEFAULT_BACKEND, DEFAULT_HARDWARE, annotate_module, not_costed_note, other_warnings
 
@@ -59,6 +59,8 @@ def _kernels(args) -> int:
         except ir.MLIRError as err:
             diags.add_mlir(err.error_diagnostics)
             raise CommandError(diags.diagnostics[0].render() if diags.diagnostics else str(err)) from None
+        if not has_public_body(module):
+            raise CommandError(f"{source} has no public function with a body: no kernels to list")
         notes: list = []
         first_annotation = 0
         if args.hardware or args.backend or args.fusion or not has_kernels(module):
