@@ -207,6 +207,7 @@ def test_algorithm_not_implementing_a_kind_keeps_the_systems():
 # -- calibration (docs/communication-model.md, "Calibration")
 
 L = 11600  # ns: NCCL base latency Ring/LL 6.6 us + XLA kNcclKernelLaunchOverhead 5 us
+STEP = 600  # ns: NCCL's hardware latency of a ring step over NVLink, LL protocol
 
 
 def test_presets_without_calibration_are_bit_for_bit_unchanged():
@@ -281,6 +282,12 @@ def test_calibration_versus_what_astra_sim_computes():
     reductions = 4 * 7 * red(chunk // 8, 3350)  # 4 chunks, n-1 reduced messages each
     assert collective_time_ns(cal, "all_reduce", D, range(8))[0] == \
         collective_time_ns(astra, "all_reduce", D, range(8))[0] - reductions + L
+    # with a step latency: ASTRA-sim's messages without their latency, + steps x s + L
+    stepped = system([("Switch", 8, 450, 936.25)], lmbw=3350,
+                     calibration={"bus_efficiency": 0.82, "collective_latency_ns": L, "step_latency_ns": 600})
+    astra0 = system([("Switch", 8, 450 * 0.82, 0)], lmbw=3350)
+    assert collective_time_ns(stepped, "all_gather", D, range(8))[0] == \
+        collective_time_ns(astra0, "all_gather", D, range(8))[0] + 7 * 600 + L
     # nothing is added to an op that moves nothing
     assert collective_time_ns(cal, "all_reduce", 0, range(8)) == (0.0, "none")
     assert collective_time_ns(cal, "all_reduce", 1 << 20, [3]) == (0.0, "none")
@@ -304,30 +311,58 @@ def test_calibrated_presets_add_the_latency_once_per_op():
     assert s.collective_latency_ns == L and s.dims[0].bus_efficiency == 0.82
     mi = load_system("mi300x-x8")
     assert mi.collective_latency_ns == 17000  # RCCL base latency 12 us + XLA's 5 us
-    # a tiny all-gather: bandwidth negligible, so calibrated - uncalibrated ~ L
+    assert s.dims[0].step_latency_ns == STEP and mi.dims[0].step_latency_ns is None  # RCCL: none cited
+    # a tiny all-gather over the 8 GPUs: bandwidth negligible; NCCL's latency, L once and a
+    # step latency per ring step (7), where ASTRA-sim's semantics pay 2 hops x 936.25 ns per
+    # message of each of the 4 chunks (7 x 4 x 1872.5 = 52.4 us)
     tc, _ = collective_time_ns(s, "all_gather", 8, range(8))
     tu, _ = collective_time_ns(u, "all_gather", 8, range(8))
-    assert tc - tu == L
-    # a send: one message at the calibrated bandwidth + L
+    injections = 4 * (7 + 1) * 10  # 4 chunks, one phase of 7 sends, 10 ns each (endpoint delay)
+    assert tc == L + 7 * STEP + injections and tu > 50_000
+    # a send: one message at the calibrated bandwidth, one step, + L
     t, algo = collective_time_ns(s, "send", 1 << 20, [0, 1])
-    assert algo == "p2p" and t == net(936.25, 1 << 20, 450 * 0.82 / GIB, hops=2) + L
+    assert algo == "p2p" and t == net(0, 1 << 20, 450 * 0.82 / GIB, hops=2) + STEP + L
+    # a 64 KiB all-reduce (a tensor-parallel decode layer's): about NCCL's own estimate,
+    # 6.6 + 14 x 0.6 + 5 = 20 us (docs/communication-model.md), not 117 us
+    t, _ = collective_time_ns(s, "all_reduce", 64 << 10, range(8))
+    assert 20_000 <= t < 22_000
 
 
 def test_per_dimension_calibration_on_the_multi_node_system():
     s = load_system("dgx-h100-x4nodes")
     assert s.dims[0].bus_efficiency == 0.82 and s.dims[1].bus_efficiency is None  # InfiniBand: datasheet
     assert s.collective_latency_ns == L
+    assert [d.step_latency_ns for d in s.dims] == [STEP, 2700]  # NCCL: NVLink and network ring steps
     # across nodes: InfiniBand at its datasheet 50 GB/s; inside a node: NVLink at 450 x 0.82
     t, _ = collective_time_ns(s, "send", 1 << 20, [0, 8])
-    assert t == net(1000, 1 << 20, 50 / GIB, hops=2) + L
+    assert t == net(0, 1 << 20, 50 / GIB, hops=2) + 2700 + L
     t, _ = collective_time_ns(s, "collective_permute", 1 << 20, [0, 1])
-    assert t == net(936.25, 1 << 20, 450 * 0.82 / GIB, hops=2) + L
+    assert t == net(0, 1 << 20, 450 * 0.82 / GIB, hops=2) + STEP + L
     # a flat ring crossing the uncalibrated dimension keeps ASTRA-sim's local reduction
     D = 4 << 20
     group = [0, 8, 16, 24, 1]  # not a fibre: a flat ring over both dimensions
     t, algo = collective_time_ns(s, "all_reduce", D, group)
     u, _ = collective_time_ns(uncalibrated("dgx-h100-x4nodes"), "all_reduce", D, group)
-    assert algo == "flat-ring" and t > u  # slower links inside the node, the reduction still charged, + L
+    # 8 ring steps at the network's step latency (the slowest link's) once, where ASTRA-sim's
+    # semantics pay each message of each chunk its hops x latency_ns; the local reduction
+    # is still charged (the ring crosses the uncalibrated dimension)
+    assert algo == "flat-ring" and u > t > L + 8 * 2700
+
+
+def test_step_latency_once_per_step_with_dimension_override():
+    """A calibrated step latency replaces each message's hops x latency_ns: paid once per
+    ring step of the collective, on the dimension it runs on (a dimension's own value
+    wins over the system's), not once per message of every chunk."""
+    dims = [("Ring", 2, 100, 500), ("Ring", 4, 10, 500)]
+    s = system(dims, splits=4, calibration={"step_latency_ns": 300}, dim_calibration={1: {"step_latency_ns": 2000}})
+    assert [d.step_latency_ns for d in s.dims] == [300, 2000]
+    assert s.dims[0].bus_efficiency is None  # a latency-only calibration keeps the datasheet bandwidth
+    D = 1 << 20
+    # all-gather over dimension 1 alone (ranks 0, 2, 4, 6): a ring of 4, 3 steps
+    t, _ = collective_time_ns(s, "all_gather", D, [0, 2, 4, 6])
+    chunk = D // 4
+    per_chunk = 3 * net(0, chunk, 10) + 4 * 10  # messages without latency, 4 injections
+    assert t == 4 * per_chunk + 3 * 2000
 
 
 def test_system_level_efficiency_and_dimension_override():

@@ -447,15 +447,28 @@ module @tp_decode attributes {mhlo.num_replicas = 4 : i32, mhlo.num_partitions =
 
 def test_latency_bound_small_collectives_are_flagged(tmp_path, model):
     """A tensor-parallel decode layer: its all-reduce of 8 x 4096 bf16 (64 KiB) is
-    latency-bound, where the model charges every chunk the full per-hop latency
-    (docs/communication-model.md, caveat 2): a note says so. The 8 MiB gradient
+    latency-bound. On a system without a calibrated step latency the model charges every
+    chunk the full per-hop latency (docs/communication-model.md, caveat 2): a note says
+    so. The presets pay NCCL's latency once per ring step: no note. The 8 MiB gradient
     all-reduce of the data-parallel step is bandwidth-bound: no note."""
+    from costmodel.systems import load_system
+
     tp = tmp_path / "tp.mlir"
     tp.write_text(TP_LAYER)
-    res = predict(str(tp), systems=["h100-sxm-x4"])
+    # the preset without NCCL's step latency: ASTRA-sim's per-message, per-chunk latency
+    spec = load_system("h100-sxm-x4").to_json()
+    spec["calibration"].pop("step_latency_ns")
+    spec["name"] = "h100-no-step-latency"
+    bare = tmp_path / "h100-no-step-latency.json"
+    bare.write_text(json.dumps(spec))
+    res = predict(str(tp), systems=[str(bare)])
     notes = [n for n in res.rows[0].notes if "caveat 2" in n]
     assert len(notes) == 1 and notes[0].startswith("1 collective run(s) of under 1 MiB each take")
-    assert not [n for n in predict(model, systems=["h100-sxm-x4"]).rows[0].notes if "caveat 2" in n]
+    # the preset charges NCCL's latency once per ring step: no note, and a shorter step
+    with_steps = predict(str(tp), systems=["h100-sxm-x4"])
+    assert not [n for n in with_steps.rows[0].notes if "caveat 2" in n]
+    assert with_steps.rows[0].comm_ms < res.rows[0].comm_ms
+    assert not [n for n in predict(model, systems=[str(bare)]).rows[0].notes if "caveat 2" in n]
 
 
 def test_a_small_peak_memory_reads_in_mib(tmp_path, model):

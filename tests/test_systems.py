@@ -217,7 +217,10 @@ def test_system_show_prints_the_calibration_sources(capsys):
     assert main(["systems", "show", "dgx-h100-x4nodes"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert "scaling-book" in data["network"][0]["calibration"]["bus_efficiency"]["source"]
-    assert "calibration" not in data["network"][1] and "bus_efficiency" not in data["calibration"]
+    assert "bus_efficiency" not in data["calibration"]
+    # InfiniBand: its datasheet bandwidth (no bus_efficiency), NCCL's network step latency
+    assert list(data["network"][1]["calibration"]) == ["step_latency_ns"]
+    assert data["network"][1]["calibration"]["step_latency_ns"]["value"] == 2700
 
 
 def _calibrated(**cal):
@@ -247,6 +250,10 @@ def _calibrated(**cal):
      "my.json: unknown key 'calibration.bus_efficiency.src'"),
     (lambda d: d.update(calibration={"collective_latency_ns": -1}),
      "my.json: 'calibration.collective_latency_ns' must be >= 0, got -1"),
+    (lambda d: d.update(calibration={"step_latency_ns": -600}),
+     "my.json: 'calibration.step_latency_ns' must be >= 0, got -600"),
+    (lambda d: d["network"][0].update(calibration={"step_latency_ns": float("nan")}),
+     "my.json: 'network[0].calibration.step_latency_ns' must be a finite number, got NaN"),
     (lambda d: d.update(calibration={"collective_latency_ns": float("inf")}),
      "my.json: 'calibration.collective_latency_ns' must be a finite number, got Infinity"),
     (lambda d: d.update(calibration={"collective_latency_ns": 1e12}),
@@ -255,7 +262,7 @@ def _calibrated(**cal):
      "my.json: unknown key 'calibration.collective_latency_us' (did you mean 'collective_latency_ns'? "
      "the unit is part of the key: ns)"),
     (lambda d: d.update(calibration={"efficiency": 0.8}),
-     "my.json: unknown key 'calibration.efficiency' (known: bus_efficiency, collective_latency_ns)"),
+     "my.json: unknown key 'calibration.efficiency' (known: bus_efficiency, collective_latency_ns, step_latency_ns)"),
     (lambda d: d.update(calibration=[0.8]),
      "my.json: 'calibration' must be an object"),
     (lambda d: d["network"][0].update(calibration={"collective_latency_ns": 100}),
@@ -264,7 +271,7 @@ def _calibrated(**cal):
     (lambda d: d["network"][0].update(calibration={"bus_efficiency": 2}),
      "my.json: 'network[0].calibration.bus_efficiency' is a fraction (<= 1) of the link bandwidth, got 2"),
     (lambda d: d["network"][0].update(calibration={"busbw": 2}),
-     "my.json: unknown key 'network[0].calibration.busbw' (known: bus_efficiency)"),
+     "my.json: unknown key 'network[0].calibration.busbw' (known: bus_efficiency, step_latency_ns)"),
     (lambda d: d["network"][0].update(calibration=0.8),
      "my.json: 'network[0].calibration' must be an object"),
 ])

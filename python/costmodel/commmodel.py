@@ -112,10 +112,39 @@ def _bw_Bpns(dim: NetworkDim) -> float:
 
 def message_time_ns(dim: NetworkDim, hops: int, nbytes: int) -> int:
     """One message in the congestion-unaware network: floor(hops * latency + bytes / bandwidth),
-    bandwidth the dimension's achievable one (`bandwidth_GBps * bus_efficiency`, as network.yml)."""
+    bandwidth the dimension's achievable one (`bandwidth_GBps * bus_efficiency`, as network.yml).
+    On a dimension with a calibrated `step_latency_ns` a message carries no latency of its
+    own: the collective pays that latency once per step (`_step_latency_ns`)."""
     if nbytes <= 0 and hops <= 0:
         return 0
-    return int(hops * dim.latency_ns + nbytes / _bw_Bpns(dim))
+    latency = 0.0 if dim.step_latency_ns is not None else hops * dim.latency_ns
+    return int(latency + nbytes / _bw_Bpns(dim))
+
+
+def _phase_steps(kind: str, impl: str, n: int) -> int:
+    """The sequential message steps of one phase over n ranks: what a calibrated
+    `step_latency_ns` is paid for (NCCL's tuner: nsteps x hwLat; a ring all-reduce takes
+    2 (n - 1) steps, an all-gather or reduce-scatter n - 1)."""
+    base, window = _impl_base(impl)
+    if base in ("ring", "oneRing"):
+        return _ring_counts(kind, n, n)[0]
+    if base in ("direct", "oneDirect"):
+        w = n - 1 if window is None else max(1, min(window, n - 1))
+        rounds = math.ceil((n - 1) / w)
+        return 2 * rounds if kind == "all_reduce" else rounds
+    if base in ("halvingDoubling", "oneHalvingDoubling"):
+        steps = max(1, math.ceil(math.log2(n)))
+        return 2 * steps if kind == "all_reduce" else steps
+    if base == "doubleBinaryTree":
+        return 2 * max(1, math.ceil(math.log2(n)))
+    return 0
+
+
+def _step_latency_ns(steps: list[tuple[NetworkDim, int]]) -> float:
+    """Sum of steps x step_latency_ns over the (dimension, steps) of a collective's phases,
+    for the dimensions with a calibrated step latency (once per collective, not per chunk:
+    NCCL pipelines a message's chunks through the ring's steps)."""
+    return float(sum(k * dim.step_latency_ns for dim, k in steps if dim.step_latency_ns is not None))
 
 
 def _link(system: SystemSpec, src: int, dst: int) -> tuple[NetworkDim, int]:
@@ -383,6 +412,7 @@ def _hierarchical_ns(system: SystemSpec, kind: str, size: int, involved) -> tupl
         t, data = phase_time_ns(system, pkind, impl, dim, n, data, inj)
         timed.append((q, t))
     total = _run_streams(streams, timed, system.astra_sim.active_chunks_per_dimension)
+    total += _step_latency_ns([(dim, _phase_steps(pkind, impl, n)) for _q, pkind, impl, dim, n in phases])
     names = []
     for q, pkind, impl, dim, n in phases:
         if impl not in names:
@@ -418,6 +448,11 @@ def _flat_ring_ns(system: SystemSpec, kind: str, size: int, group: tuple[int, ..
             worst = max(worst, sum(nets[(i - k) % n] for k in range(sends)))
         t = float(fixed + worst)
     total = _run_streams(streams, [(0, t)], system.astra_sim.active_chunks_per_dimension)
+    # the ring's steps, at the slowest calibrated step latency among its links
+    stepped = [dim for dim, _h in (_link(system, group[i - 1], group[i]) for i in range(n)) if dim.step_latency_ns is not None]
+    if stepped:
+        slowest = max(stepped, key=lambda d: d.step_latency_ns)
+        total += _step_latency_ns([(slowest, _phase_steps(kind, impl, n))])
     return total, f"flat-{impl}"
 
 
@@ -456,13 +491,16 @@ def _network_time_ns(system: SystemSpec, kind: str, comm_bytes: int, group, algo
         return 0.0, "none"
     if kind in ("send", "recv", "collective_permute"):
         dim, hops = _link(system, plan.group[0], plan.group[1])
-        return float(message_time_ns(dim, hops, comm_bytes)), "p2p"
+        return float(message_time_ns(dim, hops, comm_bytes)) + _step_latency_ns([(dim, 1)]), "p2p"
     if kind == "collective_broadcast":
         root = plan.group[0]
-        worst = max(message_time_ns(*_link(system, root, r), comm_bytes) for r in plan.group[1:])
+        links = [_link(system, root, r) for r in plan.group[1:]]
+        worst = max(message_time_ns(dim, hops, comm_bytes) for dim, hops in links)
         rounds = math.ceil(math.log2(len(plan.group)))
         inj = system.astra_sim.endpoint_delay_ns
-        return float(rounds * (worst + inj) + inj), "binomialTree"
+        stepped = [dim for dim, _h in links if dim.step_latency_ns is not None]
+        steps = _step_latency_ns([(max(stepped, key=lambda d: d.step_latency_ns), rounds)]) if stepped else 0.0
+        return float(rounds * (worst + inj) + inj) + steps, "binomialTree"
     if algorithm is not None:
         impl = resolve_algorithm(algorithm)
         if implements(impl, kind):  # otherwise the system's own implementation (see docstring)

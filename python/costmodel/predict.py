@@ -402,7 +402,8 @@ def _predict(
                         )
                     s = _summary(clone)
                     rows.append(_row(label, spec, hw, backend, s, report, result, mm_dtype, sets or []))
-                    small = _small_collectives_note(clone, rows[-1].step_time_ms * 1e6)
+                    small = _small_collectives_note(clone, rows[-1].step_time_ms * 1e6) if not all(
+                        d.step_latency_ns is not None for d in spec.dims) else None
                     if small:
                         rows[-1].notes.append(small)
                     coarse = _below_resolution(rows[-1])
@@ -458,10 +459,12 @@ SMALL_COLLECTIVE_BYTES = 1 << 20
 
 def _small_collectives_note(module, step_ns: float) -> str | None:
     """A note when collectives that move under 1 MiB each take most of the collectives'
-    time, and a tenth of the step or more: the model charges every chunk of a message the full per-hop latency (ASTRA-sim's
-    semantics), which overstates small collectives (docs/communication-model.md, caveat
-    2: a 64 KiB all-reduce on dgx-h100 takes 117 us here, about 20 us by NCCL's own
-    latency model). Tensor-parallel inference steps are made of such all-reduces."""
+    time, and a tenth of the step or more, on a system whose network has no calibrated
+    `step_latency_ns`: the model then charges every chunk of a message the full per-hop
+    latency (ASTRA-sim's semantics), which overstates small collectives
+    (docs/communication-model.md, caveat 2: a 64 KiB all-reduce over 8 GPUs on NVSwitch
+    takes 117 us that way, about 20 us by NCCL's own latency model, which the presets'
+    step latency follows). Tensor-parallel inference steps are made of such all-reduces."""
     from .passes.extract_collectives import COLLECTIVE_ATTR
 
     small_ns = total_ns = 0.0

@@ -131,8 +131,10 @@ _DIM_OPTIONAL = {"calibration"}
 CALIBRATION_KEYS = {
     "bus_efficiency": "fraction of the link bandwidth a collective achieves (measured busbw / bandwidth_GBps)",
     "collective_latency_ns": "fixed time per communication op (NCCL base latency + XLA's NCCL kernel launch overhead)",
+    "step_latency_ns": "latency of one step of a collective over the dimension's links (NCCL's hardware latency "
+    "per ring step), once per step of a collective instead of ASTRA-sim's hops x latency_ns per message and chunk",
 }
-_DIM_CALIBRATION_KEYS = {"bus_efficiency"}
+_DIM_CALIBRATION_KEYS = {"bus_efficiency", "step_latency_ns"}
 BUS_EFFICIENCY_RANGE = (0.01, 1.0)
 _ASTRA_KEYS = {
     "scheduling_policy",
@@ -159,6 +161,9 @@ class NetworkDim:
     bandwidth_GBps: float
     latency_ns: float
     bus_efficiency: float | None = None
+    # the calibrated latency of one step of a collective over this dimension (its own
+    # calibration value, else the system's; None: ASTRA-sim's per-message latency_ns)
+    step_latency_ns: float | None = None
 
     @property
     def calibrated(self) -> bool:
@@ -202,6 +207,8 @@ class Calibration:
     bus_efficiency: float | None = None
     dim_bus_efficiency: tuple[float | None, ...] = ()
     has_latency: bool = False  # collective_latency_ns was given (even as 0)
+    step_latency_ns: float | None = None  # the system-wide value (None: not given)
+    dim_step_latency_ns: tuple[float | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -250,10 +257,17 @@ class SystemSpec:
             top["bus_efficiency"] = val("calibration.bus_efficiency", c.bus_efficiency)
         if c.has_latency:
             top["collective_latency_ns"] = val("calibration.collective_latency_ns", c.collective_latency_ns)
+        if c.step_latency_ns is not None:
+            top["step_latency_ns"] = val("calibration.step_latency_ns", c.step_latency_ns)
         dims = []
-        for i, e in enumerate(c.dim_bus_efficiency):
-            key = f"network[{i}].calibration.bus_efficiency"
-            dims.append(None if e is None else {"bus_efficiency": val(key, e)})
+        steps = c.dim_step_latency_ns or (None,) * len(c.dim_bus_efficiency)
+        for i, (e, st) in enumerate(zip(c.dim_bus_efficiency, steps)):
+            d = {}
+            if e is not None:
+                d["bus_efficiency"] = val(f"network[{i}].calibration.bus_efficiency", e)
+            if st is not None:
+                d["step_latency_ns"] = val(f"network[{i}].calibration.step_latency_ns", st)
+            dims.append(d or None)
         return {"calibration": top, "network": dims}
 
     def coords(self, rank: int) -> tuple[int, ...]:
@@ -371,7 +385,7 @@ def _calibration_block(where: str, prefix: str, raw, allowed: set, sources: dict
             if v < lo:
                 raise SpecError(f"{where}: '{name}' = {v:g} is outside the plausible range {lo:g} .. {hi:g}")
             out[key] = v
-        else:  # collective_latency_ns
+        else:  # collective_latency_ns, step_latency_ns
             out[key] = _nonneg(where, name, value, sources)
     return out
 
@@ -393,14 +407,15 @@ def parse_system(data: dict, where: str) -> SystemSpec:
         raise SpecError(f"{where}: 'network' must be a non-empty list of dimensions")
     dims = []
     dim_cal: list[float | None] = []
+    dim_step: list[float | None] = []
     for i, d in enumerate(net):
         p = f"network[{i}]."
         if not isinstance(d, dict):
             raise SpecError(f"{where}: 'network[{i}]' must be an object")
         _check_keys(where, p, d, _DIM_KEYS, _DIM_OPTIONAL)
-        dim_cal.append(
-            _calibration_block(where, p, d.get("calibration", {}), _DIM_CALIBRATION_KEYS, sources).get("bus_efficiency")
-        )
+        own = _calibration_block(where, p, d.get("calibration", {}), _DIM_CALIBRATION_KEYS, sources)
+        dim_cal.append(own.get("bus_efficiency"))
+        dim_step.append(own.get("step_latency_ns"))
         dims.append(
             NetworkDim(
                 topology=_enum(where, p + "topology", d["topology"], TOPOLOGIES),
@@ -411,16 +426,22 @@ def parse_system(data: dict, where: str) -> SystemSpec:
         )
     calibration = None
     top = _calibration_block(where, "", data.get("calibration", {}), set(CALIBRATION_KEYS), sources)
-    if top or any(e is not None for e in dim_cal):  # empty blocks calibrate nothing
+    if top or any(e is not None for e in dim_cal) or any(e is not None for e in dim_step):  # empty blocks calibrate nothing
         calibration = Calibration(
             collective_latency_ns=float(top.get("collective_latency_ns", 0.0)),
             bus_efficiency=top.get("bus_efficiency"),
             dim_bus_efficiency=tuple(dim_cal),
             has_latency="collective_latency_ns" in top,
+            step_latency_ns=top.get("step_latency_ns"),
+            dim_step_latency_ns=tuple(dim_step),
         )
         dims = [
-            replace(dim, bus_efficiency=own if own is not None else calibration.bus_efficiency)
-            for dim, own in zip(dims, dim_cal)
+            replace(
+                dim,
+                bus_efficiency=own if own is not None else calibration.bus_efficiency,
+                step_latency_ns=step if step is not None else calibration.step_latency_ns,
+            )
+            for dim, own, step in zip(dims, dim_cal, dim_step)
         ]
     num_npus = math.prod(d.npus_count for d in dims)
     if num_npus > MAX_NPUS:
@@ -573,6 +594,12 @@ def _calibration_comments(system: SystemSpec) -> list[str]:
         missing.append(
             "#   no local reduction on calibrated dimensions (ASTRA-sim charges 3 x message / local-mem-bw per"
             " reduced message)"
+        )
+    steps = [f"{d.step_latency_ns:g}" if d.step_latency_ns is not None else "-" for d in system.dims]
+    if any(d.step_latency_ns is not None for d in system.dims):
+        missing.append(
+            f"#   step_latency_ns [ {', '.join(steps)} ] once per step of a collective, instead of latency"
+            " per message of every chunk (ASTRA-sim keeps latency below)"
         )
     if missing:
         out.append("# not expressible in ASTRA-sim's files (the built-in simulator applies them):")

@@ -1270,8 +1270,10 @@ def system_summary(system) -> dict:
         out["calibration"] = system.calibration_json()["calibration"]
         out["calibration"]["astra_sim"] = (
             f"network.yml bandwidth = bandwidth_GBps x bus_efficiency; not in ASTRA-sim's files: "
-            f"collective_latency_ns = {system.collective_latency_ns:g} per communication op, and the fused "
+            f"collective_latency_ns = {system.collective_latency_ns:g} per communication op, the fused "
             f"reduction on calibrated dimensions (ASTRA-sim charges 3 x message / local-mem-bw per reduced message)"
+            + (", and step_latency_ns once per step of a collective (ASTRA-sim charges hops x latency_ns per "
+               "message of every chunk)" if any(d.step_latency_ns is not None for d in system.dims) else "")
         )
     return out
 

@@ -86,6 +86,6 @@ def _calibration_note(directory: str) -> str:
     lat = lat.get("value", 0) if isinstance(lat, dict) else lat
     return (
         f"note: system '{system.get('name')}' is calibrated; ASTRA-sim sees its bus_efficiency (network.yml "
-        f"bandwidth) but not collective_latency_ns = {lat:g} ns per communication op nor the fused reduction, "
-        f"which the built-in simulator applies (docs/communication-model.md, Calibration)"
+        f"bandwidth) but not collective_latency_ns = {lat:g} ns per communication op, the fused reduction, "
+        f"nor a step_latency_ns, which the built-in simulator applies (docs/communication-model.md, Calibration)"
     )
