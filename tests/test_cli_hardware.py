@@ -41,3 +41,16 @@ def test_systems_list_and_show(capsys):
     assert "npus_count: [ 8 ]" in capsys.readouterr().out
     assert main(["systems", "show", "nope"]) == 1
     assert "unknown system 'nope'" in capsys.readouterr().err
+
+
+def test_a_mistyped_option_shows_the_subcommands_usage_and_the_closest_option(capsys):
+    import pytest
+
+    from costmodel.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["predict", "model.mlir", "--sytem", "dgx-h100"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: costmodel predict ")
+    assert "costmodel predict: error: unrecognized arguments: --sytem dgx-h100 (--sytem: did you mean --system?)" in err

@@ -29,12 +29,32 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"{commands.__name__}.{mod.name}")
         if hasattr(module, "register"):
             module.register(sub)
+    parser.subcommands = sub.choices  # name -> its parser (for its usage on a bad option)
     return parser
+
+
+def _unknown_options(parser: argparse.ArgumentParser, command: str | None, extra: list[str]) -> None:
+    """Options the subcommand does not know: its own usage, the closest known option for a
+    typo (`--sytem` -> `--system`), exit 2 (argparse's convention)."""
+    import difflib
+
+    sub = getattr(parser, "subcommands", {}).get(command) if command else None
+    target = sub or parser
+    known = [o for action in target._actions for o in action.option_strings]
+    hints = []
+    for word in extra:
+        if word.startswith("-"):
+            close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1)
+            if close:
+                hints.append(f"{word.split('=', 1)[0]}: did you mean {close[0]}?")
+    target.error(f"unrecognized arguments: {' '.join(extra)}" + (f" ({'; '.join(hints)})" if hints else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args, extra = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    if extra:
+        _unknown_options(parser, getattr(args, "command", None), extra)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
