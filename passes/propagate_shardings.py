@@ -270,6 +270,19 @@ def _readable(ops: list, context) -> list[bool]:
     return ok
 
 
+def _suspect_table(value, partitions: int) -> bool:
+    """A non-splat integer constant that is no table indexed by partition id (1-D, one
+    entry per partition)."""
+    try:
+        attr = ir.DenseElementsAttr(value)
+        t = ir.RankedTensorType(attr.type)
+    except (ValueError, TypeError):
+        return False
+    if attr.is_splat or not isinstance(t.element_type, ir.IntegerType):
+        return False
+    return not (t.rank == 1 and t.shape[0] == partitions)
+
+
 def _zero_like(type_: ir.Type):
     """A splat of zeros of a ranked tensor type of ints, floats or i1; None otherwise."""
     try:
@@ -303,6 +316,14 @@ def _repair_new_constants(module: ir.Operation, before: set, session: PassSessio
         return
     ok = _readable(ops, module.context) if probe else [True] * len(ops)
     bad = [op for op, fine in zip(ops, ok) if not fine]
+    # The same bug with a buffer of the right size: its first element is the bound, the
+    # rest uninitialized memory (the output then differs from run to run). The only
+    # non-splat integer constants the conversion makes correctly are its tables indexed
+    # by partition id (a shard's offsets: one entry per partition); any other is suspect.
+    parts = _int_attr(module, "mhlo.num_partitions") or 0
+    for op, fine in zip(ops, ok):
+        if fine and op not in bad and _suspect_table(op.attributes["value"], parts):
+            bad.append(op)
     for op in bad:
         zero = _zero_like(op.result.type)
         if zero is None:
@@ -317,8 +338,8 @@ def _repair_new_constants(module: ir.Operation, before: set, session: PassSessio
         session.diagnostics.warning(
             bad[0].location,
             f"propagate-shardings: Shardy's sdy-convert-global-to-local wrote {len(bad)} malformed "
-            f"constant(s) (data that does not fit the type, first: {bad[0].result.type}); replaced by zeros "
-            "of their type, which changes no cost",
+            f"constant(s) (data that does not fit the type, or uninitialized memory; first: {bad[0].result.type}); "
+            "replaced by zeros of their type, which changes no cost",
         )
 
 
