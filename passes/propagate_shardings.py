@@ -764,6 +764,7 @@ def _run(module: ir.Operation, options: dict, session: PassSession, progress, is
     with module.context:
         xla_spmd.dot_strategies(module)
         xla_spmd.dynamic_slice_strategies(module)
+        xla_spmd.window_and_sort_strategies(module)
     _run_pipeline(module, RESHARDS, session, progress)
     _run_pipeline(module, TO_COLLECTIVES, session, progress)
     with module.context:

@@ -489,3 +489,17 @@ def test_reductions_over_a_sharded_dimension_are_partitioned_as_xla(ctx):
     assert _kinds(out) == {"all_gather": 2}
     assert out.count("stablehlo.reduce(") == 2  # the local argmax, then the one over the gathered partials
     assert "-> tensor<4x4xf32>" in out and "-> tensor<4x4xi32>" in out
+
+
+@pytest.mark.parametrize("case, gathered", [("topk_vocab.mlir", "(tensor<8x64xf32>) -> tensor<8x512xf32>"),
+                                            ("cumsum_vocab.mlir", "(tensor<4x128xf32>) -> tensor<4x512xf32>")])
+def test_a_sort_or_scan_along_a_sharded_dimension_gathers_it(ctx, case, gathered):
+    """top_k (a sort) and cumsum (a window spanning the dimension) along the sharded
+    vocabulary: Shardy's conversion aborted (a CHECK failure) or could not legalize the
+    slice. The dimension is all-gathered first, as XLA does (one all-gather;
+    test_spmd_oracle.py compares it with XLA's), the iota of sort's indices made whole on
+    each device, top_k's slice kept replicated."""
+    out, session = _run(ctx, case)
+    assert not session.diagnostics.has_errors
+    assert _kinds(out) == {"all_gather": 1}
+    assert gathered in out

@@ -75,6 +75,8 @@ EXPECTED_KINDS = {
     "vocab_xent": {"all_reduce": 4},
     "argmax_vocab": {"all_gather": 2},
     "max_vocab": {"all_reduce": 1},
+    "topk_vocab": {"all_gather": 1},
+    "cumsum_vocab": {"all_gather": 1},
     "adamw_fsdp_donated": {"all_gather": 1, "all_reduce": 1},
     "donated_dp": {"all_reduce": 1},
     "adamw_fsdp_donated_gspmd": {"all_gather": 1, "all_reduce": 1},

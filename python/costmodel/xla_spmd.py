@@ -19,6 +19,10 @@ XLA does differently, this module does it XLA's way:
 * `dynamic_slice_strategies(module)`: a `dynamic_slice` of an operand sharded on a
   sliced dimension reshards the operand to the slice's sharding (XLA replicates the
   sliced dimensions) instead of moving the axis to another dimension.
+* `window_and_sort_strategies(module)`: a `reduce_window` whose window spans a sharded
+  dimension (a cumsum) and a `sort` along a sharded dimension (top_k, argsort) are run
+  with that dimension replicated (operands all-gathered, the result sliced back), as
+  XLA's partitioner does for a sort dimension; Shardy's conversion aborts on both.
 * `reductions_as_xla(module)` (on the per-device program): a reduction over a sharded
   dimension ends in an all-reduce with the reduction's own operation (Shardy's always
   adds: a max became a sum), and a variadic one (argmax) all-gathers the partial results
@@ -42,6 +46,7 @@ __all__ = [
     "dot_strategies",
     "dynamic_slice_strategies",
     "reductions_as_xla",
+    "window_and_sort_strategies",
     "sharding_list",
     "is_sharded",
 ]
@@ -512,3 +517,101 @@ def reductions_as_xla(module: ir.Operation) -> int:
             _gather_partials(op, all_reduces)
             fixed += 1
     return fixed
+
+
+# ---------------------------------------------------------------------------
+# Windows and sorts along sharded dimensions (before insert-explicit-reshards)
+
+
+def _blocked_dims(op) -> set[int]:
+    """The dimensions of a reduce_window or sort that Shardy cannot shard: a window wider
+    than 1 (or padded, strided or dilated), the sort dimension."""
+    if op.name == "stablehlo.sort":
+        try:
+            return {ir.IntegerAttr(op.attributes["dimension"]).value}
+        except (KeyError, ValueError, TypeError):
+            return set()
+    rank = len(ir.RankedTensorType(op.operands[0].type).shape) if _ranked(op.operands[0].type) else 0
+
+    def ints(key):
+        if key not in op.attributes:
+            return None
+        try:
+            return [int(x) for x in ir.DenseI64ArrayAttr(op.attributes[key])]
+        except (ValueError, TypeError):
+            try:
+                return [int(x) for x in ir.DenseIntElementsAttr(op.attributes[key])]
+            except (ValueError, TypeError):
+                return None
+
+    window = ints("window_dimensions") or [1] * rank
+    strides = ints("window_strides") or [1] * rank
+    padding = ints("padding") or [0] * (2 * rank)
+    return {d for d in range(rank) if window[d] != 1 or strides[d] != 1 or padding[2 * d] or padding[2 * d + 1]}
+
+
+_LOCAL_SOURCES = frozenset({"stablehlo.iota", "stablehlo.constant"})
+
+
+def window_and_sort_strategies(module: ir.Operation) -> int:
+    """Every `reduce_window` and `sort` whose propagated sharding shards a dimension it
+    cannot (`_blocked_dims`): its operands are resharded and its results re-annotated
+    with those dimensions replicated; Shardy's explicit reshards then all-gather the
+    operands and slice the results back for their users. Returns how many ops changed."""
+    n = 0
+    for op in list(walk_ops(module)):
+        if op.name not in ("stablehlo.reduce_window", "stablehlo.sort") or "sdy.sharding" not in op.attributes:
+            continue
+        blocked = _blocked_dims(op)
+        shardings = sharding_list(op.attributes["sdy.sharding"])
+        if not blocked or not shardings:
+            continue
+        parsed = [_parse_dims(t[len("#sdy.sharding"):]) for t in shardings]
+        if any(p is None for p in parsed):
+            continue
+        if not any(p[1][d] for p in parsed for d in blocked if d < len(p[1])):
+            continue
+        new = []
+        for mesh, dims in parsed:
+            new.append((mesh, [[] if d in blocked else axes for d, axes in enumerate(dims)]))
+        k = len(op.results)
+        for i, v in enumerate(list(op.operands)[:k]):  # the inputs (reduce_window: then the inits)
+            src = _value_sharding(v)
+            src = _parse_dims(src) if src is not None else None
+            mesh, dims = new[min(i, len(new) - 1)]
+            if src is not None and src[1] == dims:
+                continue
+            owner = _owner(v)
+            if isinstance(owner, ir.Operation) and owner.name in _LOCAL_SOURCES and len(owner.results) == 1:
+                # an iota or a constant is made whole on each device: no all-gather (XLA:
+                # the sort's index iota is not communicated)
+                owner.attributes["sdy.sharding"] = ir.Attribute.parse(
+                    "#sdy.sharding_per_value<[" + _dims_text(mesh, dims) + "]>"
+                )
+                continue
+            op.operands[i] = _reshard(v, mesh, dims, op)
+        op.attributes["sdy.sharding"] = ir.Attribute.parse(
+            "#sdy.sharding_per_value<[" + ", ".join(_dims_text(m, d) for m, d in new) + "]>"
+        )
+        # a slice of the result (top_k: the first k of the sort) stays replicated along that
+        # dimension too, as XLA keeps it, instead of being sliced back and gathered again
+        for r, (mesh, dims) in zip(op.results, new):
+            for use in list(r.uses):
+                user = _owner_of_use(use)
+                if user.name != "stablehlo.slice" or "sdy.sharding" not in user.attributes:
+                    continue
+                theirs = sharding_list(user.attributes["sdy.sharding"])
+                theirs = _parse_dims(theirs[0][len("#sdy.sharding"):]) if theirs else None
+                if theirs is None or theirs[0] != mesh or len(theirs[1]) != len(dims):
+                    continue
+                kept = [[] if d in blocked else axes for d, axes in enumerate(theirs[1])]
+                user.attributes["sdy.sharding"] = ir.Attribute.parse(
+                    "#sdy.sharding_per_value<[" + _dims_text(mesh, kept) + "]>"
+                )
+        n += 1
+    return n
+
+
+def _owner_of_use(use):
+    owner = use.owner
+    return getattr(owner, "operation", owner)

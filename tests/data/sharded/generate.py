@@ -336,6 +336,14 @@ def cases():
     out["argmax_vocab"] = (lambda x: jnp.argmax(x, axis=-1), logits, ns(m24, P("data")))
     out["max_vocab"] = (lambda x: jnp.max(x, axis=-1), logits, ns(m24, P("data")))
 
+    # 12i. top-k sampling and a cumsum along the sharded vocabulary: Shardy's conversion
+    # aborts on a sort or a spanning window over a sharded dimension; XLA (and
+    # xla_spmd.window_and_sort_strategies) all-gathers that dimension first.
+    # (over one mesh axis: with the batch sharded too, XLA replicates the sort's whole
+    # operand, where we gather only the sorted dimension; docs/sharding.md)
+    out["topk_vocab"] = (lambda x: tuple(jax.lax.top_k(x, 4)), [sds((8, V), m8, P(None, "d"))], (ns(m8, P()), ns(m8, P())))
+    out["cumsum_vocab"] = (lambda x: jnp.cumsum(x, axis=-1), logits, ns(m24, P("data", "model")))
+
     # 12g. AdamW on FSDP-sharded parameters, parameters and both moments donated.
     def adamw(params, m, v, x, step):
         def loss(p):
