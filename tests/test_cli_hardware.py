@@ -54,3 +54,16 @@ def test_a_mistyped_option_shows_the_subcommands_usage_and_the_closest_option(ca
     err = capsys.readouterr().err
     assert err.startswith("usage: costmodel predict ")
     assert "costmodel predict: error: unrecognized arguments: --sytem dgx-h100 (--sytem: did you mean --system?)" in err
+
+
+def test_a_mistyped_option_of_a_nested_subcommand_shows_its_usage(capsys):
+    import pytest
+
+    from costmodel.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["chakra", "check", "trace.chakra", "--jsn"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: costmodel chakra check ")
+    assert "costmodel chakra check: error: unrecognized arguments: --jsn (--jsn: did you mean --json?)" in err

@@ -33,13 +33,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _unknown_options(parser: argparse.ArgumentParser, command: str | None, extra: list[str]) -> None:
+def _unknown_options(parser: argparse.ArgumentParser, args, command: str | None, extra: list[str]) -> None:
     """Options the subcommand does not know: its own usage, the closest known option for a
     typo (`--sytem` -> `--system`), exit 2 (argparse's convention)."""
     import difflib
 
-    sub = getattr(parser, "subcommands", {}).get(command) if command else None
-    target = sub or parser
+    target = getattr(parser, "subcommands", {}).get(command) if command else None
+    target = target or parser
+    # nested subcommands (`costmodel systems show`): the deepest parser the words chose
+    while True:
+        nested = [a for a in target._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(args, nested[0].dest, None) if nested and nested[0].dest != argparse.SUPPRESS else None
+        if not nested or name not in nested[0].choices or nested[0].choices[name] is target:
+            break
+        target = nested[0].choices[name]
     known = [o for action in target._actions for o in action.option_strings]
     hints = []
     for word in extra:
@@ -54,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     if extra:
-        _unknown_options(parser, getattr(args, "command", None), extra)
+        _unknown_options(parser, args, getattr(args, "command", None), extra)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
