@@ -772,6 +772,8 @@ def _run(module: ir.Operation, options: dict, session: PassSession, progress, is
     if not options["per-device"]:
         return
     before = _constant_values(module)
+    with module.context:
+        xla_spmd.mark_shardy_reductions(module)  # for reductions_as_xla, after the conversion
     _run_pipeline(module, PAD, session, progress)
     _run_pipeline(module, TO_LOCAL, session, progress, fix_loops=True)
     _repair_new_constants(module, before, session, probe=isolated)

@@ -503,3 +503,32 @@ def test_a_sort_or_scan_along_a_sharded_dimension_gathers_it(ctx, case, gathered
     assert not session.diagnostics.has_errors
     assert _kinds(out) == {"all_gather": 1}
     assert gathered in out
+
+
+def test_a_users_own_all_reduce_of_a_reduction_is_left_as_written(ctx):
+    """shard_map code that sums each device's max (psum of a local max) keeps its add:
+    only the all-reduces Shardy makes for a reduction over a sharded dimension take the
+    reduction's operation (xla_spmd.mark_shardy_reductions)."""
+    text = """
+module @psum_of_max attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
+  sdy.mesh @mesh = <["x"=4]>
+  func.func public @main(%arg0: tensor<8x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}) -> tensor<f32> {
+    %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"x"}, {}]>] out_shardings=[<@mesh, []>] manual_axes={"x"} (%a: tensor<2x16xf32>) {
+      %init = stablehlo.constant dense<0xFF800000> : tensor<f32>
+      %m = stablehlo.reduce(%a init: %init) applies stablehlo.maximum across dimensions = [0, 1] : (tensor<2x16xf32>, tensor<f32>) -> tensor<f32>
+      %s = "stablehlo.all_reduce"(%m) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>, use_global_device_ids}> ({
+      ^bb0(%p: tensor<f32>, %q: tensor<f32>):
+        %t = stablehlo.add %p, %q : tensor<f32>
+        stablehlo.return %t : tensor<f32>
+      }) : (tensor<f32>) -> tensor<f32>
+      sdy.return %s : tensor<f32>
+    } : (tensor<8x16xf32>) -> tensor<f32>
+    return %0 : tensor<f32>
+  }
+}
+"""
+    out, session = _run(ctx, text)
+    assert not session.diagnostics.has_errors
+    reducer = out[out.index('"stablehlo.all_reduce"'):].split("stablehlo.return")[0]
+    assert "stablehlo.add" in reducer and "stablehlo.maximum" not in reducer
+    assert "costmodel.shardy_reduced" not in out

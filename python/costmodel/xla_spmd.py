@@ -489,6 +489,26 @@ def _gather_partials(reduce_op, all_reduces: list) -> None:
         ar.erase()
 
 
+# on a reduce whose result Shardy all-reduces (an `sdy.all_reduce` reads it): only those
+# all-reduces are Shardy's, a user's own (a psum of a max under shard_map) is left as it is
+SHARDY_REDUCED_ATTR = "costmodel.shardy_reduced"
+
+
+def mark_shardy_reductions(module: ir.Operation) -> int:
+    """Before the global-to-local conversion: mark every reduce one of whose results an
+    `sdy.all_reduce` reads (Shardy's own all-reduce of a partial reduction). Returns how
+    many were marked."""
+    n = 0
+    for op in walk_ops(module):
+        if op.name != "sdy.all_reduce" or not len(op.operands):
+            continue
+        owner = _owner(op.operands[0])
+        if isinstance(owner, ir.Operation) and owner.name == "stablehlo.reduce":
+            owner.attributes[SHARDY_REDUCED_ATTR] = ir.UnitAttr.get()
+            n += 1
+    return n
+
+
 def reductions_as_xla(module: ir.Operation) -> int:
     """On the per-device program: every local reduce whose results each feed one
     all-reduce (of one group) only, which is how Shardy's global-to-local conversion ends
@@ -496,10 +516,15 @@ def reductions_as_xla(module: ir.Operation) -> int:
     all-reduce gets the reduce's own operation (maximum, minimum, multiply, and, or,
     xor), so that the per-device program computes what the global one does; a variadic
     reduce (argmax, argmin: values and indices) all-gathers its partial results and
-    reduces them again, as XLA's partitioner does. Returns how many reduces were fixed."""
+    reduces them again, as XLA's partitioner does. Only the reduces
+    `mark_shardy_reductions` marked (their all-reduces are Shardy's); the marks are
+    removed. Returns how many reduces were fixed."""
     fixed = 0
     for op in list(walk_ops(module)):
-        if op.name != "stablehlo.reduce" or not op.regions[0].blocks:
+        if op.name != "stablehlo.reduce" or SHARDY_REDUCED_ATTR not in op.attributes:
+            continue
+        del op.attributes[SHARDY_REDUCED_ATTR]
+        if not op.regions[0].blocks:
             continue
         results = list(op.results)
         users = [_sole_users(r) for r in results]
