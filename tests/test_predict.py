@@ -482,3 +482,20 @@ def test_a_small_peak_memory_reads_in_mib(tmp_path, model):
     assert "51.2M/80G" in render_table(small)  # not 0.0/80G
     large = dataclasses.replace(res, rows=[dataclasses.replace(row, peak_memory_GiB=12.34)])
     assert " 12.3/80G" in render_table(large)
+
+
+def test_a_latency_override_the_model_would_not_use_is_refused(model):
+    """On a dimension with NCCL's step latency, messages carry no latency of their own:
+    `--set network.0.latency_ns=...` would change nothing; the error says what to set."""
+    from costmodel.predict import PredictError
+
+    with pytest.raises(PredictError, match="has a calibrated step_latency_ns, which replaces latency_ns per message"):
+        predict(model, systems=["h100-sxm-x4"], sets=["network.0.latency_ns=1000000"])
+    fast = predict(model, systems=["h100-sxm-x4"]).rows[0].comm_ms
+    slow = predict(model, systems=["h100-sxm-x4"], sets=["system.calibration.step_latency_ns=100000"]).rows[0].comm_ms
+    assert slow > fast
+
+
+def test_a_plot_path_that_cannot_be_written_is_refused_first(tmp_path, model, capsys):
+    rc, out, err = run_cli(capsys, "predict", model, "--system", "h100-sxm-x4", "--plot", str(tmp_path / "no" / "x.png"))
+    assert rc == 1 and "--plot" in err and "no directory" in err and out == ""

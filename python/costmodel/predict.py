@@ -126,6 +126,27 @@ def _set_path(doc, path: list[str], value, where: str) -> None:
         cur[last] = value  # a new key is validated (and rejected) by the spec parser
 
 
+def _refuse_unused_latency(item: str, sys_doc: dict, system: str) -> None:
+    """`network.N.latency_ns` on a dimension with a calibrated step_latency_ns changes
+    nothing the model computes (messages there carry no latency of their own): say so,
+    and what to set instead."""
+    parts = item.split("=", 1)[0].strip().split(".")
+    if len(parts) != 3 or parts[0] != "network" or parts[2] != "latency_ns" or not parts[1].isdigit():
+        return
+    i = int(parts[1])
+    dims = sys_doc.get("network", [])
+    if i >= len(dims):
+        return
+    own = (dims[i].get("calibration") or {}).get("step_latency_ns")
+    top = (sys_doc.get("calibration") or {}).get("step_latency_ns")
+    if own is not None or top is not None:
+        raise PredictError(
+            f"--set {item}: dimension {i} of {system} has a calibrated step_latency_ns, which replaces "
+            f"latency_ns per message (docs/communication-model.md); set "
+            f"{'network.%d.calibration.step_latency_ns' % i if own is not None else 'system.calibration.step_latency_ns'} instead"
+        )
+
+
 def apply_overrides(system: str, sets: list[str], tmpdir: str) -> tuple[str, str]:
     """(label, path of a system JSON with the overrides) or (system, system) when none.
 
@@ -154,6 +175,8 @@ def apply_overrides(system: str, sets: list[str], tmpdir: str) -> tuple[str, str
         else:
             _set_path(sys_doc, parts[1:], value, item)
     label = f"{system} [{', '.join(sets)}]"
+    for item in sets:
+        _refuse_unused_latency(item, sys_doc, system)
     try:
         parse_hardware(hw_doc, f"--set on {system}")
     except SpecError as err:

@@ -19,7 +19,8 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print every kernel as JSON")
     p.add_argument("--hardware", help="annotate on this hardware (default: keep the file's annotation, else h100-sxm)")
     p.add_argument("--backend", help="cost backend when annotating (default roofline)")
-    p.add_argument("--fusion", help="kernel formation when annotating: xla-gpu, xla-tpu, iree (default: by hardware)")
+    p.add_argument("--fusion", help="kernel formation when annotating: xla-gpu, xla-tpu, iree (default: by hardware; "
+                   "none forms no kernels, so it is refused here)")
     p.add_argument(
         "--inline",
         action=argparse.BooleanOptionalAction,

@@ -31,7 +31,7 @@ def register(subparsers) -> None:
         "--branch",
         default="max",
         help="which branch of a stablehlo.case/if counts when the file carries no choice of annotate-cost: max "
-        "(the costliest; here the branch of the largest peak), mean, or a branch index",
+        "(the costliest; here the branch of the largest peak), mean, a branch index, or xla (as max here)",
     )
     p.add_argument("--top", type=int, default=10, metavar="N", help="show the N largest temporaries (default 10)")
     p.set_defaults(func=_run)

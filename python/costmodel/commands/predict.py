@@ -4,6 +4,7 @@ several systems and backends, in one table (or JSON, or a plot)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from . import CommandError
@@ -21,7 +22,8 @@ def register(subparsers) -> None:
     p.add_argument(
         "--backend", action="append", default=[], metavar="NAME", help="cost backend (repeat; default roofline)"
     )
-    p.add_argument("--fusion", default="", help="kernel formation: xla-gpu, xla-tpu or none (default: by hardware)")
+    p.add_argument("--fusion", default="", help="kernel formation: xla-gpu, xla-tpu, iree or none (every op its own "
+                   "cost, no kernels formed; default: by hardware)")
     p.add_argument(
         "--inline",
         action="store_true",
@@ -93,6 +95,11 @@ def _run(args) -> int:
 
     if args.top < 0:
         raise CommandError(f"--top must be >= 0, got {args.top}")
+    if args.plot:
+        # a plot that cannot be written is known before the work, not after it
+        folder = os.path.dirname(os.path.abspath(args.plot))
+        if not os.path.isdir(folder):
+            raise CommandError(f"--plot {args.plot}: no directory '{folder}'")
     update, close = _progress()
     try:
         res = predict(
