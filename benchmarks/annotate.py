@@ -191,8 +191,8 @@ def binding_floor(data: bytes, path: str, repeat: int = 3) -> float:
     `repeat`): visit every op, read its name, operands, results and their types, and set
     two attributes on it (prebuilt: a cost and a kernel id). No rule, no formation. What
     a pass written on jaxlib's MLIR bindings cannot go below."""
-    from costmodel.ir import load_module, make_context
     from costmodel.ir import ir as mlir
+    from costmodel.ir import load_module, make_context, nested_ops
 
     ctx = make_context()
     best = float("inf")
@@ -202,20 +202,13 @@ def binding_floor(data: bytes, path: str, repeat: int = 3) -> float:
         for _ in range(repeat):
             module = load_module(ctx, data, path)
             t0 = time.perf_counter()
-            stack = [module]
-            while stack:
-                op = stack.pop()
-                for region in op.regions:
-                    for block in region.blocks:
-                        for child in block.operations:
-                            child = child.operation
-                            _ = child.name
-                            operands, results = tuple(child.operands), tuple(child.results)
-                            _ = (tuple(v.type for v in operands), tuple(v.type for v in results))
-                            attrs = child.attributes
-                            attrs["costmodel.cost"] = cost
-                            attrs["costmodel.kernel"] = kid
-                            stack.append(child)
+            for child in nested_ops(module):
+                _ = child.name
+                operands, results = tuple(child.operands), tuple(child.results)
+                _ = (tuple(v.type for v in operands), tuple(v.type for v in results))
+                attrs = child.attributes
+                attrs["costmodel.cost"] = cost
+                attrs["costmodel.kernel"] = kid
             best = min(best, time.perf_counter() - t0)
     return best
 

@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from costmodel.cli import main
 
 
@@ -43,27 +45,16 @@ def test_systems_list_and_show(capsys):
     assert "unknown system 'nope'" in capsys.readouterr().err
 
 
-def test_a_mistyped_option_shows_the_subcommands_usage_and_the_closest_option(capsys):
-    import pytest
-
-    from costmodel.cli import main
-
+@pytest.mark.parametrize("argv, usage, error", [
+    (["predict", "model.mlir", "--sytem", "dgx-h100"], "costmodel predict",
+     "unrecognized arguments: --sytem dgx-h100 (--sytem: did you mean --system?)"),
+    (["chakra", "check", "trace.chakra", "--jsn"], "costmodel chakra check",  # a nested subcommand
+     "unrecognized arguments: --jsn (--jsn: did you mean --json?)"),
+])
+def test_a_mistyped_option_shows_the_subcommands_usage_and_the_closest_option(capsys, argv, usage, error):
     with pytest.raises(SystemExit) as exc:
-        main(["predict", "model.mlir", "--sytem", "dgx-h100"])
+        main(argv)
     assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert err.startswith("usage: costmodel predict ")
-    assert "costmodel predict: error: unrecognized arguments: --sytem dgx-h100 (--sytem: did you mean --system?)" in err
-
-
-def test_a_mistyped_option_of_a_nested_subcommand_shows_its_usage(capsys):
-    import pytest
-
-    from costmodel.cli import main
-
-    with pytest.raises(SystemExit) as exc:
-        main(["chakra", "check", "trace.chakra", "--jsn"])
-    assert exc.value.code == 2
-    err = capsys.readouterr().err
-    assert err.startswith("usage: costmodel chakra check ")
-    assert "costmodel chakra check: error: unrecognized arguments: --jsn (--jsn: did you mean --json?)" in err
+    assert err.startswith(f"usage: {usage} ")
+    assert f"{usage}: error: {error}" in err
