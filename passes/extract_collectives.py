@@ -115,9 +115,12 @@ class _Timer:
 
 
 def _collective_attr(info: CollectiveInfo, algorithm: str, time_ns: float, executions: int):
-    i64 = ir.IntegerType.get_signless(64)
+    # the model names "implementation/protocol" on systems with protocols (NCCL's LL, LL128,
+    # Simple): the protocol is a key of its own
+    algorithm, _, protocol = algorithm.partition("/")
+    extra = {"protocol": ir.StringAttr.get(protocol)} if protocol else {}
     return ir.DictAttr.get(
-        {
+        extra | {
             "kind": ir.StringAttr.get(info.kind),
             "bytes_in": count_attr(info.bytes_in),
             "bytes_out": count_attr(info.bytes_out),
@@ -142,7 +145,6 @@ def _expected(value):
 
 
 def _write_summary(module, system, system_name: str, per_kind: dict, ops: int, unsupported: int) -> None:
-    i64 = ir.IntegerType.get_signless(64)
     entries = {}
     if SUMMARY_ATTR in module.attributes:
         old = ir.DictAttr(module.attributes[SUMMARY_ATTR])

@@ -438,7 +438,7 @@ def test_calibrated_system_exporter_and_simulator_agree(annotate, tmp_path, text
     from costmodel.systems import load_system, parse_system, to_network_yml
 
     cal = load_system("a100-40gb-x4")
-    assert cal.calibrated and cal.collective_latency_ns == 11600
+    assert cal.calibrated and cal.collective_latency_ns == 5000 and cal.calibration.protocols
     plain_json = cal.to_json()
     plain_json.pop("calibration")
     plain_file = tmp_path / "plain.json"
@@ -454,8 +454,10 @@ def test_calibrated_system_exporter_and_simulator_agree(annotate, tmp_path, text
             assert rank.comm_busy_ns == pytest.approx(r.manifest["per_rank"][rank.rank]["comm_time_ns"], abs=1)
         res[label] = (r, sim)
     r, sim = res["cal"]
-    assert r.manifest["system"]["calibration"]["collective_latency_ns"]["value"] == 11600
+    assert r.manifest["system"]["calibration"]["collective_latency_ns"]["value"] == 5000
     assert "bandwidth_GBps x bus_efficiency" in r.manifest["system"]["calibration"]["astra_sim"]
+    assert "the protocols (LL, LL128, Simple)" in r.manifest["system"]["calibration"]["astra_sim"]
+    assert r.manifest["system"]["dims"][0]["protocol_step_latency_ns"] == {"LL": 600, "LL128": 1900, "Simple": 3400}
     assert "calibration" not in res["plain"][0].manifest["system"]
     assert "bus_efficiency" not in res["plain"][0].manifest["system"]["dims"][0]
     # network.yml of the calibrated trace: the achievable bandwidth
@@ -469,10 +471,12 @@ def test_calibrated_system_exporter_and_simulator_agree(annotate, tmp_path, text
         assert sim.ranks[0].comm_busy_ns == pytest.approx(t_cal, abs=1)
         assert res["plain"][1].ranks[0].comm_busy_ns == pytest.approx(t_plain, abs=1)
         # calibrated: 4 chunks of a ring all-reduce over 4 GPUs, each 6 messages of a
-        # quarter chunk (64 KiB) at 78% of 100 GB/s and no latency of their own, 7
-        # injections of 10 ns; then the 6 ring steps at NCCL's 600 ns, and 11.6 us once
-        msg_ns = math.floor(nbytes // 4 // 4 / (100 * 0.78))
-        assert t_cal == 4 * (6 * msg_ns + 7 * 10) + 6 * 600 + 11600
+        # quarter chunk (64 KiB) at 78% of 100 GB/s x 0.92 (NCCL's LL128, the fastest at
+        # 1 MiB) and no latency of their own, 7 injections of 10 ns; then the 6 ring steps
+        # at LL128's 1.9 us, its 14 us base latency and XLA's 5 us launch once
+        assert collective_time_ns(cal, "all_reduce", nbytes, range(4))[1] == "ring/LL128"
+        msg_ns = math.floor(nbytes // 4 // 4 / (100 * 0.78 * 0.92))
+        assert t_cal == 4 * (6 * msg_ns + 7 * 10) + 6 * 1900 + 14000 + 5000
 
 
 # -- re-timing a template (costmodel predict: one graph per fusion policy) ----------------

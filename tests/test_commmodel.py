@@ -188,7 +188,7 @@ def test_algorithm_names_of_the_pass_map_to_implementations():
         s, "all_reduce", D, range(8), algorithm="doubleBinaryTree"
     )
     t, name = collective_time_ns(s, "reduce_scatter", D, range(8), algorithm="halving_doubling")
-    assert t > 0 and name == "halvingDoubling"
+    assert t > 0 and name == "halvingDoubling/Simple"  # the implementation, then the protocol NCCL runs
 
 
 def test_algorithm_not_implementing_a_kind_keeps_the_systems():
@@ -306,38 +306,82 @@ def test_calibrated_presets_reach_their_measured_busbw():
         assert abs(busbw / measured - 1) < 0.06
 
 
+# NCCL 2.30.7's Ring constants (src/graph/tuning.cc), as the NVIDIA presets carry them
+LAUNCH = 5000  # ns: XLA's kNcclKernelLaunchOverhead, once per op
+BASE = {"LL": 6600, "LL128": 14000, "Simple": 8400}  # ns: baseLatencies[Ring], once per collective
+NVLINK_STEP = {"LL": 600, "LL128": 1900, "Simple": 3400}  # ns: hwLatencies[NVLink][Ring], per ring step
+NET_STEP = {"LL": 2700, "LL128": 4000, "Simple": 14000}  # ns: hwLatencies[NET][Ring]
+
+
 def test_calibrated_presets_add_the_latency_once_per_op():
     s, u = load_system("dgx-h100"), uncalibrated("dgx-h100")
-    assert s.collective_latency_ns == L and s.dims[0].bus_efficiency == 0.82
+    assert s.collective_latency_ns == LAUNCH and s.dims[0].bus_efficiency == 0.82
     mi = load_system("mi300x-x8")
     assert mi.collective_latency_ns == 17000  # RCCL base latency 12 us + XLA's 5 us
-    assert s.dims[0].step_latency_ns == STEP and mi.dims[0].step_latency_ns is None  # RCCL: none cited
-    # a tiny all-gather over the 8 GPUs: bandwidth negligible; NCCL's latency, L once and a
-    # step latency per ring step (7), where ASTRA-sim's semantics pay 2 hops x 936.25 ns per
-    # message of each of the 4 chunks (7 x 4 x 1872.5 = 52.4 us)
-    tc, _ = collective_time_ns(s, "all_gather", 8, range(8))
+    assert mi.dims[0].step_latency_ns is None and not mi.calibration.protocols  # RCCL: none cited
+    assert collective_time_ns(mi, "all_reduce", 1 << 20, range(8))[1] == "ring"  # no protocol named
+    # a tiny all-gather over the 8 GPUs: bandwidth negligible; NCCL's latency with LL (its
+    # lowest), the launch once and a step latency per ring step (7), where ASTRA-sim's semantics
+    # pay 2 hops x 936.25 ns per message of each of the 4 chunks (7 x 4 x 1872.5 = 52.4 us)
+    tc, algo = collective_time_ns(s, "all_gather", 8, range(8))
     tu, _ = collective_time_ns(u, "all_gather", 8, range(8))
     injections = 4 * (7 + 1) * 10  # 4 chunks, one phase of 7 sends, 10 ns each (endpoint delay)
-    assert tc == L + 7 * STEP + injections and tu > 50_000
-    # a send: one message at the calibrated bandwidth, one step, + L
-    t, algo = collective_time_ns(s, "send", 1 << 20, [0, 1])
-    assert algo == "p2p" and t == net(0, 1 << 20, 450 * 0.82 / GIB, hops=2) + STEP + L
+    assert algo == "ring/LL" and tc == LAUNCH + BASE["LL"] + 7 * NVLINK_STEP["LL"] + injections and tu > 50_000
+    # a 4 MiB send: one message, one step; Simple at the full calibrated bandwidth beats LL
+    # (half of it, capped at llMaxBw = 141 GB/s) and LL128 (x 0.92, 14 us base)
+    t, algo = collective_time_ns(s, "send", 4 << 20, [0, 1])
+    assert algo == "p2p/Simple"
+    assert t == net(0, 4 << 20, 450 * 0.82 / GIB, hops=2) + NVLINK_STEP["Simple"] + BASE["Simple"] + LAUNCH
     # a 64 KiB all-reduce (a tensor-parallel decode layer's): about NCCL's own estimate,
     # 6.6 + 14 x 0.6 + 5 = 20 us (docs/communication-model.md), not 117 us
-    t, _ = collective_time_ns(s, "all_reduce", 64 << 10, range(8))
-    assert 20_000 <= t < 22_000
+    t, algo = collective_time_ns(s, "all_reduce", 64 << 10, range(8))
+    assert algo == "ring/LL" and 20_000 <= t < 22_000
+
+
+def test_protocols_run_the_fastest_with_their_latency_and_bandwidth():
+    """`calibration.protocols` (NCCL's tuner): each protocol prices the collective with its
+    base latency once, its step latency per ring step and its share of the bandwidth
+    (capped by protocol_max_bandwidth_GBps); the collective runs with the fastest."""
+    protocols = {
+        "LL": {"base_latency_ns": 6600, "bandwidth_factor": 0.5},
+        "LL128": {"base_latency_ns": 14000, "bandwidth_factor": 0.92},
+        "Simple": {"base_latency_ns": 8400, "bandwidth_factor": 1.0},
+    }
+    s = system([("Ring", 4, 100, 500)], splits=1, delay=0,
+               calibration={"bus_efficiency": 1.0, "collective_latency_ns": LAUNCH, "protocols": protocols},
+               dim_calibration={0: {"protocol_step_latency_ns": NVLINK_STEP, "protocol_max_bandwidth_GBps": {"LL": 40}}})
+    n, steps = 4, 2 * (4 - 1)  # a ring all-reduce: 2 (n-1) messages of D/n, one chunk
+    bw_gib = {"LL": 40 / GIB, "LL128": 100 * 0.92, "Simple": 100.0}  # LL: half of 100 GiB/s, capped at 40 GB/s
+
+    def expected(p, D):
+        return steps * net(0, D // n, bw_gib[p]) + steps * NVLINK_STEP[p] + BASE[p] + LAUNCH
+
+    for D, winner in ((64 << 10, "LL"), (1 << 20, "LL128"), (256 << 20, "Simple")):
+        t, algo = collective_time_ns(s, "all_reduce", D, range(n))
+        assert algo == f"ring/{winner}"
+        assert t == expected(winner, D)
+        assert t == min(expected(p, D) for p in protocols)
+    # without the tables a dimension keeps the system's single step latency for every protocol
+    plain = system([("Ring", 4, 100, 500)], splits=1, delay=0,
+                   calibration={"bus_efficiency": 1.0, "protocols": protocols, "step_latency_ns": 700})
+    t, algo = collective_time_ns(plain, "all_reduce", 64 << 10, range(n))
+    assert algo == "ring/LL" and t == steps * net(0, (64 << 10) // n, 50.0) + steps * 700 + BASE["LL"]
 
 
 def test_per_dimension_calibration_on_the_multi_node_system():
     s = load_system("dgx-h100-x4nodes")
     assert s.dims[0].bus_efficiency == 0.82 and s.dims[1].bus_efficiency is None  # InfiniBand: datasheet
-    assert s.collective_latency_ns == L
-    assert [d.step_latency_ns for d in s.dims] == [STEP, 2700]  # NCCL: NVLink and network ring steps
-    # across nodes: InfiniBand at its datasheet 50 GB/s; inside a node: NVLink at 450 x 0.82
-    t, _ = collective_time_ns(s, "send", 1 << 20, [0, 8])
-    assert t == net(0, 1 << 20, 50 / GIB, hops=2) + 2700 + L
-    t, _ = collective_time_ns(s, "collective_permute", 1 << 20, [0, 1])
-    assert t == net(0, 1 << 20, 450 * 0.82 / GIB, hops=2) + STEP + L
+    assert s.collective_latency_ns == LAUNCH
+    assert dict(s.dims[0].protocol_step_latency_ns) == NVLINK_STEP
+    assert dict(s.dims[1].protocol_step_latency_ns) == NET_STEP
+    # across nodes: InfiniBand at its datasheet 50 GB/s; a 1 MiB message runs LL128 (x 0.92):
+    # LL is capped at NCCL's multi-node llMaxBw 20.4 GB/s, Simple pays 14 us a step
+    t, algo = collective_time_ns(s, "send", 1 << 20, [0, 8])
+    assert algo == "p2p/LL128" and t == net(0, 1 << 20, 50 * 0.92 / GIB, hops=2) + NET_STEP["LL128"] + BASE["LL128"] + LAUNCH
+    # inside a node: NVLink at 450 x 0.82, Simple
+    t, algo = collective_time_ns(s, "collective_permute", 4 << 20, [0, 1])
+    assert algo == "p2p/Simple"
+    assert t == net(0, 4 << 20, 450 * 0.82 / GIB, hops=2) + NVLINK_STEP["Simple"] + BASE["Simple"] + LAUNCH
     # a flat ring crossing the uncalibrated dimension keeps ASTRA-sim's local reduction
     D = 4 << 20
     group = [0, 8, 16, 24, 1]  # not a fibre: a flat ring over both dimensions
@@ -346,7 +390,7 @@ def test_per_dimension_calibration_on_the_multi_node_system():
     # 8 ring steps at the network's step latency (the slowest link's) once, where ASTRA-sim's
     # semantics pay each message of each chunk its hops x latency_ns; the local reduction
     # is still charged (the ring crosses the uncalibrated dimension)
-    assert algo == "flat-ring" and u > t > L + 8 * 2700
+    assert algo.startswith("flat-ring/") and u > t > LAUNCH + 8 * NET_STEP["LL"]
 
 
 def test_step_latency_once_per_step_with_dimension_override():

@@ -261,6 +261,8 @@ def test_every_documented_algorithm_is_accepted(tmp_path, capsys, algorithm, imp
     assert "Traceback" not in err and "internal error" not in err
     found = collectives_of(load_out(text))
     assert found and all(c["algorithm"].endswith(implementation) for _, c in found), {c["algorithm"] for _, c in found}
+    # the default system (dgx-h100) carries NCCL's protocols: each collective names the one it runs with
+    assert all(c["protocol"] in ("LL", "LL128", "Simple") for _, c in found)
 
 
 def test_unknown_algorithm_is_one_line_listing_the_names(tmp_path, capsys):

@@ -457,7 +457,8 @@ def test_latency_bound_small_collectives_are_flagged(tmp_path, model):
     tp.write_text(TP_LAYER)
     # the preset without NCCL's step latency: ASTRA-sim's per-message, per-chunk latency
     spec = load_system("h100-sxm-x4").to_json()
-    spec["calibration"].pop("step_latency_ns")
+    for key in ("protocols", "protocol_step_latency_ns", "protocol_max_bandwidth_GBps"):
+        spec["calibration"].pop(key)
     spec["name"] = "h100-no-step-latency"
     bare = tmp_path / "h100-no-step-latency.json"
     bare.write_text(json.dumps(spec))
@@ -489,10 +490,12 @@ def test_a_latency_override_the_model_would_not_use_is_refused(model):
     `--set network.0.latency_ns=...` would change nothing; the error says what to set."""
     from costmodel.predict import PredictError
 
-    with pytest.raises(PredictError, match="has a calibrated step_latency_ns, which replaces latency_ns per message"):
+    with pytest.raises(PredictError, match="has a calibrated protocol_step_latency_ns, which replaces latency_ns per "
+                       "message .*; set system.calibration.protocol_step_latency_ns.Simple instead"):
         predict(model, systems=["h100-sxm-x4"], sets=["network.0.latency_ns=1000000"])
     fast = predict(model, systems=["h100-sxm-x4"]).rows[0].comm_ms
-    slow = predict(model, systems=["h100-sxm-x4"], sets=["system.calibration.step_latency_ns=100000"]).rows[0].comm_ms
+    slow = predict(model, systems=["h100-sxm-x4"], sets=[
+        f"system.calibration.protocol_step_latency_ns.{p}=100000" for p in ("LL", "LL128", "Simple")]).rows[0].comm_ms
     assert slow > fast
 
 

@@ -90,11 +90,14 @@ def test_astra_sim_files():
     assert f"bandwidth: [ {round(450 * 0.82 * GIB_PER_GB, 9)!r}, {round(50 * GIB_PER_GB, 9)!r} ]" in yml
     assert "latency: [ 936.25, 1000.0 ]" in yml
     assert "# calibrated: bandwidth also x bus_efficiency [ 0.82, - ]" in yml
-    assert "collective_latency_ns = 11600 once per communication op" in yml
+    assert "collective_latency_ns = 5000 once per communication op" in yml
+    assert "protocols LL (+6600 ns, bandwidth x 0.5), LL128 (+14000 ns, bandwidth x 0.92), Simple (+8400 ns" in yml
+    assert "dimension 1: step_latency_ns LL 2700, LL128 4000, Simple 14000; at most LL 20.4 GB/s" in yml
     # without the calibration blocks, exactly the datasheet figures and no calibration comment
     d = s.to_json()
     d.pop("calibration")
-    d["network"][0].pop("calibration")
+    for dim in d["network"]:
+        dim.pop("calibration")
     plain = to_network_yml(parse_system(d, "plain.json"))
     assert f"bandwidth: [ {round(450 * GIB_PER_GB, 9)!r}, {round(50 * GIB_PER_GB, 9)!r} ]" in plain
     assert "calibrat" not in plain
@@ -185,13 +188,27 @@ def test_calibration_of_the_presets(name):
         return
     assert s.calibration is not None
     assert s.dims[0].bus_efficiency == EFFICIENCY[name]
-    assert s.collective_latency_ns == (17000 if name == "mi300x-x8" else 11600)
     # every calibration value carries its source, which quotes the measurement
     eff_key = "network[0].calibration.bus_efficiency" if name == "dgx-h100-x4nodes" else "calibration.bus_efficiency"
     assert f"{EFFICIENCY[name]:.2f} = " in s.sources[eff_key]
     assert "GB/s" in s.sources[eff_key]
     lat = s.sources["calibration.collective_latency_ns"]
-    assert "kNcclKernelLaunchOverhead = 5 us" in lat and "tuning.cc" in lat
+    if name == "mi300x-x8":  # RCCL's constants are its own: one latency, no protocols
+        assert s.collective_latency_ns == 17000 and not s.calibration.protocols
+        return
+    # NVIDIA: XLA's launch overhead once per op, NCCL's protocols with its own constants
+    assert s.collective_latency_ns == 5000 and "kNcclKernelLaunchOverhead = 5 us" in lat
+    assert [(p.name, p.base_latency_ns, p.bandwidth_factor) for p in s.calibration.protocols] == [
+        ("LL", 6600, 0.5), ("LL128", 14000, 0.92), ("Simple", 8400, 1.0)]
+    assert "tuning.cc" in s.sources["calibration.protocols"] and "NCCL 2.30.7" in s.sources["calibration.protocols"]
+    nvlink = dict(s.dims[0].protocol_step_latency_ns)
+    assert nvlink == {"LL": 600, "LL128": 1900, "Simple": 3400}
+    assert all(d.step_latency_ns is None for d in s.dims)  # per protocol instead
+    ll_cap = {"a100-40gb": 87.7, "a100-80gb": 87.7, "h100-sxm": 141.0, "h200": 141.0, "b200": 282.0}[s.hardware]
+    assert dict(s.dims[0].protocol_max_bandwidth_GBps) == {"LL": ll_cap}
+    if name == "dgx-h100-x4nodes":  # InfiniBand: NCCL's network step latencies, its multi-node LL cap
+        assert dict(s.dims[1].protocol_step_latency_ns) == {"LL": 2700, "LL128": 4000, "Simple": 14000}
+        assert dict(s.dims[1].protocol_max_bandwidth_GBps) == {"LL": 20.4}
     if name == "dgx-h100-x4nodes":
         assert s.dims[1].bus_efficiency is None  # InfiniBand: no measured busbw source, datasheet bandwidth
 
@@ -212,15 +229,19 @@ def test_system_show_prints_the_calibration_sources(capsys):
     cal = data["calibration"]
     assert cal["bus_efficiency"]["value"] == 0.78
     assert "234.89 GB/s" in cal["bus_efficiency"]["source"] and "ml-engineering" in cal["bus_efficiency"]["source"]
-    assert cal["collective_latency_ns"]["value"] == 11600
-    assert "6.6 us" in cal["collective_latency_ns"]["source"]
+    assert cal["collective_latency_ns"]["value"] == 5000
+    assert "6.6, LL128 14.0, Simple 8.4} us" in cal["protocols"]["source"]
+    assert cal["protocols"]["LL"] == {"base_latency_ns": 6600, "bandwidth_factor": 0.5}
     assert main(["systems", "show", "dgx-h100-x4nodes"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert "scaling-book" in data["network"][0]["calibration"]["bus_efficiency"]["source"]
     assert "bus_efficiency" not in data["calibration"]
     # InfiniBand: its datasheet bandwidth (no bus_efficiency), NCCL's network step latency
-    assert list(data["network"][1]["calibration"]) == ["step_latency_ns"]
-    assert data["network"][1]["calibration"]["step_latency_ns"]["value"] == 2700
+    net = data["network"][1]["calibration"]
+    assert list(net) == ["protocol_step_latency_ns", "protocol_max_bandwidth_GBps"]
+    assert {k: v for k, v in net["protocol_step_latency_ns"].items() if k != "source"} == {
+        "LL": 2700, "LL128": 4000, "Simple": 14000}
+    assert "hwLatencies[NCCL_HW_NET]" in net["protocol_step_latency_ns"]["source"]
 
 
 def _calibrated(**cal):
@@ -262,7 +283,8 @@ def _calibrated(**cal):
      "my.json: unknown key 'calibration.collective_latency_us' (did you mean 'collective_latency_ns'? "
      "the unit is part of the key: ns)"),
     (lambda d: d.update(calibration={"efficiency": 0.8}),
-     "my.json: unknown key 'calibration.efficiency' (known: bus_efficiency, collective_latency_ns, step_latency_ns)"),
+     "my.json: unknown key 'calibration.efficiency' (known: bus_efficiency, collective_latency_ns, "
+     "protocol_max_bandwidth_GBps, protocol_step_latency_ns, protocols, step_latency_ns)"),
     (lambda d: d.update(calibration=[0.8]),
      "my.json: 'calibration' must be an object"),
     (lambda d: d["network"][0].update(calibration={"collective_latency_ns": 100}),
@@ -271,7 +293,44 @@ def _calibrated(**cal):
     (lambda d: d["network"][0].update(calibration={"bus_efficiency": 2}),
      "my.json: 'network[0].calibration.bus_efficiency' is a fraction (<= 1) of the link bandwidth, got 2"),
     (lambda d: d["network"][0].update(calibration={"busbw": 2}),
-     "my.json: unknown key 'network[0].calibration.busbw' (known: bus_efficiency, step_latency_ns)"),
+     "my.json: unknown key 'network[0].calibration.busbw' (known: bus_efficiency, protocol_max_bandwidth_GBps, "
+     "protocol_step_latency_ns, step_latency_ns)"),
+    # protocols (NCCL's LL / LL128 / Simple)
+    (lambda d: d.update(calibration={"protocols": {"LL": {"base_latency_ns": 6600}}}),
+     "my.json: missing key 'calibration.protocols.LL.bandwidth_factor'"),
+    (lambda d: d.update(calibration={"protocols": {"LL": {"base_latency_ns": 6600, "bandwidth_factor": 2}}}),
+     "my.json: 'calibration.protocols.LL.bandwidth_factor' is a fraction (0.01 .. 1) of the bandwidth, got 2"),
+    (lambda d: d.update(calibration={"protocols": {"LL": {"base_latency_us": 6.6, "bandwidth_factor": 0.5}}}),
+     "my.json: unknown key 'calibration.protocols.LL.base_latency_us' (did you mean 'base_latency_ns'?"),
+    (lambda d: d.update(calibration={"protocols": {"source": "x"}}),
+     "my.json: 'calibration.protocols' names no protocol"),
+    (lambda d: d.update(calibration={"protocols": [6600]}),
+     "my.json: 'calibration.protocols' must be an object of protocols"),
+    (lambda d: d.update(calibration={"protocols": {"L L": {"base_latency_ns": 1, "bandwidth_factor": 1}}}),
+     "my.json: 'calibration.protocols': a protocol name is letters, digits and '_', got 'L L'"),
+    (lambda d: d.update(calibration={"protocol_step_latency_ns": {"LL": 600}}),
+     "my.json: 'calibration.protocol_step_latency_ns' needs the protocols it names in the top-level "
+     "'calibration.protocols'"),
+    (lambda d: d.update(calibration={
+        "protocols": {"LL": {"base_latency_ns": 6600, "bandwidth_factor": 0.5},
+                      "Simple": {"base_latency_ns": 8400, "bandwidth_factor": 1}},
+        "protocol_step_latency_ns": {"LL": 600}}),
+     "my.json: 'calibration.protocol_step_latency_ns' lacks protocol 'Simple' (one value per protocol)"),
+    (lambda d: d.update(calibration={
+        "protocols": {"LL": {"base_latency_ns": 6600, "bandwidth_factor": 0.5}},
+        "protocol_max_bandwidth_GBps": {"LL128": 80}}),
+     "my.json: 'calibration.protocol_max_bandwidth_GBps.LL128': no such protocol in 'calibration.protocols' "
+     "(protocols: LL)"),
+    (lambda d: d.update(calibration={
+        "protocols": {"LL": {"base_latency_ns": 6600, "bandwidth_factor": 0.5}},
+        "step_latency_ns": 600, "protocol_step_latency_ns": {"LL": 600}}),
+     "my.json: 'calibration' gives both step_latency_ns and protocol_step_latency_ns"),
+    (lambda d: d.update(calibration={
+        "protocols": {"LL": {"base_latency_ns": 6600, "bandwidth_factor": 0.5}},
+        "protocol_step_latency_ns": {"LL": -1}}),
+     "my.json: 'calibration.protocol_step_latency_ns.LL' must be >= 0, got -1"),
+    (lambda d: d["network"][0].update(calibration={"protocols": {}}),
+     "my.json: unknown key 'network[0].calibration.protocols' (protocols is per system: put it in the top-level"),
     (lambda d: d["network"][0].update(calibration=0.8),
      "my.json: 'network[0].calibration' must be an object"),
 ])

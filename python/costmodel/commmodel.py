@@ -107,7 +107,8 @@ class CollectivePlan:
 
 def _bw_Bpns(dim: NetworkDim) -> float:
     # astra-network-analytical bw_GBps_to_Bpns: bw * 2^30 / 1e9, on the value network.yml holds
-    return astra_bandwidth(dim) * (1 << 30) / 1_000_000_000
+    # (times the bandwidth factor of the protocol priced, 1.0 outside `_with_protocol`)
+    return astra_bandwidth(dim) * dim.bandwidth_factor * (1 << 30) / 1_000_000_000
 
 
 def message_time_ns(dim: NetworkDim, hops: int, nbytes: int) -> int:
@@ -473,10 +474,52 @@ def collective_time_ns(system: SystemSpec, kind: str, comm_bytes: int, group, al
     `algorithm` (a name of ALGORITHM_NAMES: `ring`, `tree`, `direct`, `halving_doubling` or an
     ASTRA-sim implementation) overrides the system's implementation on every dimension it
     uses, for the kinds it implements (`implements`); other kinds keep the system's."""
-    t, algo = _network_time_ns(system, kind, comm_bytes, group, algorithm)
+    protocols = system.calibration.protocols if system.calibration is not None else ()
+    if not protocols:
+        t, algo = _network_time_ns(system, kind, comm_bytes, group, algorithm)
+    else:
+        # NCCL's tuner: the collective runs with the protocol it predicts fastest
+        best = None
+        for proto, variant in _protocol_variants(system):
+            t, algo = _network_time_ns(variant, kind, comm_bytes, group, algorithm)
+            if algo == "none":
+                return 0.0, "none"
+            t += proto.base_latency_ns
+            if best is None or t < best[0]:
+                best = (t, f"{algo}/{proto.name}")
+        t, algo = best
     if algo != "none" and system.calibration is not None:
         t = t + system.calibration.collective_latency_ns
     return t, algo
+
+
+# system -> (the system, [(protocol, the system as that protocol prices it)]); specs are
+# immutable and few, so the variants are built once per spec object
+_VARIANTS: dict[int, tuple] = {}
+
+
+def _protocol_variants(system: SystemSpec) -> list:
+    hit = _VARIANTS.get(id(system))
+    if hit is not None and hit[0] is system:
+        return hit[1]
+    from dataclasses import replace
+
+    out = []
+    for proto in system.calibration.protocols:
+        dims = []
+        for dim in system.dims:
+            factor = proto.bandwidth_factor
+            cap = dict(dim.protocol_max_bandwidth_GBps or ()).get(proto.name)
+            if cap is not None:  # NCCL: busBw = min(cap, busBw x factor)
+                factor = min(factor, cap / (dim.bandwidth_GBps * (dim.bus_efficiency or 1.0)))
+            steps = dim.protocol_step_latency_ns
+            step = dict(steps)[proto.name] if steps is not None else dim.step_latency_ns
+            dims.append(replace(dim, bandwidth_factor=factor, step_latency_ns=step))
+        out.append((proto, replace(system, dims=tuple(dims))))
+    if len(_VARIANTS) > 64:
+        _VARIANTS.clear()
+    _VARIANTS[id(system)] = (system, out)
+    return out
 
 
 def _network_time_ns(system: SystemSpec, kind: str, comm_bytes: int, group, algorithm: str | None):

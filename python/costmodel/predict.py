@@ -137,14 +137,15 @@ def _refuse_unused_latency(item: str, sys_doc: dict, system: str) -> None:
     dims = sys_doc.get("network", [])
     if i >= len(dims):
         return
-    own = (dims[i].get("calibration") or {}).get("step_latency_ns")
-    top = (sys_doc.get("calibration") or {}).get("step_latency_ns")
-    if own is not None or top is not None:
-        raise PredictError(
-            f"--set {item}: dimension {i} of {system} has a calibrated step_latency_ns, which replaces "
-            f"latency_ns per message (docs/communication-model.md); set "
-            f"{'network.%d.calibration.step_latency_ns' % i if own is not None else 'system.calibration.step_latency_ns'} instead"
-        )
+    own_cal, top_cal = dims[i].get("calibration") or {}, sys_doc.get("calibration") or {}
+    for key, example in (("step_latency_ns", ""), ("protocol_step_latency_ns", ".Simple")):
+        own, top = own_cal.get(key), top_cal.get(key)
+        if own is not None or top is not None:
+            where = f"network.{i}.calibration.{key}" if own is not None else f"system.calibration.{key}"
+            raise PredictError(
+                f"--set {item}: dimension {i} of {system} has a calibrated {key}, which replaces "
+                f"latency_ns per message (docs/communication-model.md); set {where}{example} instead"
+            )
 
 
 def apply_overrides(system: str, sets: list[str], tmpdir: str) -> tuple[str, str]:
@@ -426,7 +427,7 @@ def _predict(
                     s = _summary(clone)
                     rows.append(_row(label, spec, hw, backend, s, report, result, mm_dtype, sets or []))
                     small = _small_collectives_note(clone, rows[-1].step_time_ms * 1e6) if not all(
-                        d.step_latency_ns is not None for d in spec.dims) else None
+                        d.has_step_latency for d in spec.dims) else None
                     if small:
                         rows[-1].notes.append(small)
                     coarse = _below_resolution(rows[-1])

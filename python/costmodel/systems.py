@@ -133,8 +133,17 @@ CALIBRATION_KEYS = {
     "collective_latency_ns": "fixed time per communication op (NCCL base latency + XLA's NCCL kernel launch overhead)",
     "step_latency_ns": "latency of one step of a collective over the dimension's links (NCCL's hardware latency "
     "per ring step), once per step of a collective instead of ASTRA-sim's hops x latency_ns per message and chunk",
+    "protocols": "the protocols a collective may run with (NCCL's LL, LL128, Simple): per protocol its "
+    "base_latency_ns (once per collective) and bandwidth_factor (the fraction of the achievable bandwidth it "
+    "reaches); every collective runs with the fastest (system level only)",
+    "protocol_step_latency_ns": "step_latency_ns per protocol (one value for each protocol of 'protocols')",
+    "protocol_max_bandwidth_GBps": "per protocol, the most bandwidth it reaches on the dimension (NCCL's llMaxBw), "
+    "for the protocols it caps",
 }
-_DIM_CALIBRATION_KEYS = {"bus_efficiency", "step_latency_ns"}
+_DIM_CALIBRATION_KEYS = {"bus_efficiency", "step_latency_ns", "protocol_step_latency_ns", "protocol_max_bandwidth_GBps"}
+_PROTOCOL_KEYS = {"base_latency_ns", "bandwidth_factor"}
+_PROTOCOL_TABLES = ("protocol_step_latency_ns", "protocol_max_bandwidth_GBps")
+MAX_PROTOCOLS = 8
 BUS_EFFICIENCY_RANGE = (0.01, 1.0)
 _ASTRA_KEYS = {
     "scheduling_policy",
@@ -164,10 +173,22 @@ class NetworkDim:
     # the calibrated latency of one step of a collective over this dimension (its own
     # calibration value, else the system's; None: ASTRA-sim's per-message latency_ns)
     step_latency_ns: float | None = None
+    # per protocol of the calibration's `protocols` (name -> value, its own table, else the
+    # system's): the step latency, and the most bandwidth the protocol reaches here
+    protocol_step_latency_ns: tuple[tuple[str, float], ...] | None = None
+    protocol_max_bandwidth_GBps: tuple[tuple[str, float], ...] | None = None
+    # the fraction of `astra_bandwidth` a message reaches: 1.0 in a spec; the communication
+    # model sets a protocol's bandwidth_factor (capped) on the dimensions it prices with it
+    bandwidth_factor: float = 1.0
 
     @property
     def calibrated(self) -> bool:
         return self.bus_efficiency is not None
+
+    @property
+    def has_step_latency(self) -> bool:
+        """A calibrated step latency (single or per protocol) replaces latency_ns per message."""
+        return self.step_latency_ns is not None or self.protocol_step_latency_ns is not None
 
     def hops(self, src: int, dst: int) -> int:
         """Hops between local coordinates, as ASTRA-sim's congestion-unaware topologies count them."""
@@ -195,6 +216,15 @@ class AstraSimConfig:
 
 
 @dataclass(frozen=True)
+class Protocol:
+    """One protocol of a calibration's `protocols` (NCCL's tuner: LL, LL128, Simple)."""
+
+    name: str
+    base_latency_ns: float
+    bandwidth_factor: float
+
+
+@dataclass(frozen=True)
 class Calibration:
     """The calibration blocks of a system spec, as given.
 
@@ -209,6 +239,12 @@ class Calibration:
     has_latency: bool = False  # collective_latency_ns was given (even as 0)
     step_latency_ns: float | None = None  # the system-wide value (None: not given)
     dim_step_latency_ns: tuple[float | None, ...] = ()
+    # the protocols a collective may run with (none: one, as before)
+    protocols: tuple[Protocol, ...] = ()
+    # table -> the system-wide table and each dimension's own (None: not given);
+    # tables are tuples of (protocol, value)
+    tables: dict = field(default_factory=dict)
+    dim_tables: tuple[dict, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -259,14 +295,36 @@ class SystemSpec:
             top["collective_latency_ns"] = val("calibration.collective_latency_ns", c.collective_latency_ns)
         if c.step_latency_ns is not None:
             top["step_latency_ns"] = val("calibration.step_latency_ns", c.step_latency_ns)
+
+        def table(prefix: str, rows) -> dict:
+            out = {"source": self.sources[prefix]} if self.sources.get(prefix) else {}
+            for name, v in rows:
+                out[name] = val(f"{prefix}.{name}", v)
+            return out
+
+        if c.protocols:
+            prefix = "calibration.protocols"
+            top["protocols"] = {"source": self.sources[prefix]} if self.sources.get(prefix) else {}
+            for pr in c.protocols:
+                top["protocols"][pr.name] = {
+                    "base_latency_ns": val(f"{prefix}.{pr.name}.base_latency_ns", pr.base_latency_ns),
+                    "bandwidth_factor": val(f"{prefix}.{pr.name}.bandwidth_factor", pr.bandwidth_factor),
+                }
+        for key in _PROTOCOL_TABLES:
+            if c.tables.get(key) is not None:
+                top[key] = table(f"calibration.{key}", c.tables[key])
         dims = []
         steps = c.dim_step_latency_ns or (None,) * len(c.dim_bus_efficiency)
-        for i, (e, st) in enumerate(zip(c.dim_bus_efficiency, steps)):
+        dim_tables = c.dim_tables or ({},) * len(c.dim_bus_efficiency)
+        for i, (e, st, tb) in enumerate(zip(c.dim_bus_efficiency, steps, dim_tables)):
             d = {}
             if e is not None:
                 d["bus_efficiency"] = val(f"network[{i}].calibration.bus_efficiency", e)
             if st is not None:
                 d["step_latency_ns"] = val(f"network[{i}].calibration.step_latency_ns", st)
+            for key in _PROTOCOL_TABLES:
+                if tb.get(key) is not None:
+                    d[key] = table(f"network[{i}].calibration.{key}", tb[key])
             dims.append(d or None)
         return {"calibration": top, "network": dims}
 
@@ -357,11 +415,56 @@ def _nonneg(where: str, key: str, raw, sources: dict) -> float:
     return _number(where, key, raw, sources, LATENCY_RANGE_NS, allow_zero=True)
 
 
-def _calibration_block(where: str, prefix: str, raw, allowed: set, sources: dict) -> dict[str, float]:
-    """A `calibration` object: known keys only, each a finite number in range with its source."""
+def _table_source(where: str, name: str, raw: dict, sources: dict) -> dict:
+    """A protocol table's entries without its optional "source" (recorded in `sources`)."""
+    if not isinstance(raw, dict):
+        raise SpecError(f"{where}: '{name}' must be an object of protocols (e.g. {{\"LL\": ..., \"Simple\": ...}})")
+    if "source" in raw:
+        if not isinstance(raw["source"], str) or not raw["source"].strip():
+            raise SpecError(f"{where}: '{name}.source' must be a non-empty string")
+        sources[name] = raw["source"]
+    entries = {k: v for k, v in raw.items() if k != "source"}
+    if not entries:
+        raise SpecError(f"{where}: '{name}' names no protocol")
+    if len(entries) > MAX_PROTOCOLS:
+        raise SpecError(f"{where}: '{name}' names {len(entries)} protocols; at most {MAX_PROTOCOLS} are supported")
+    for k in entries:
+        if not k or not k.replace("_", "").isalnum() or not k.isascii():
+            raise SpecError(f"{where}: '{name}': a protocol name is letters, digits and '_', got {k!r}")
+    return entries
+
+
+def _protocols(where: str, name: str, raw, sources: dict) -> tuple[Protocol, ...]:
+    out = []
+    for pname, body in _table_source(where, name, raw, sources).items():
+        p = f"{name}.{pname}"
+        if not isinstance(body, dict):
+            raise SpecError(f"{where}: '{p}' must be an object with base_latency_ns and bandwidth_factor")
+        _check_keys(where, p + ".", body, _PROTOCOL_KEYS)
+        factor = _number(where, p + ".bandwidth_factor", body["bandwidth_factor"], sources)
+        lo, hi = BUS_EFFICIENCY_RANGE
+        if not lo <= factor <= hi:
+            raise SpecError(f"{where}: '{p}.bandwidth_factor' is a fraction ({lo:g} .. {hi:g}) of the bandwidth, got {factor:g}")
+        out.append(Protocol(pname, _nonneg(where, p + ".base_latency_ns", body["base_latency_ns"], sources), factor))
+    return tuple(out)
+
+
+def _protocol_table(where: str, name: str, key: str, raw, sources: dict) -> tuple[tuple[str, float], ...]:
+    out = []
+    for pname, v in _table_source(where, name, raw, sources).items():
+        if key == "protocol_step_latency_ns":
+            out.append((pname, _nonneg(where, f"{name}.{pname}", v, sources)))
+        else:
+            out.append((pname, _number(where, f"{name}.{pname}", v, sources, BANDWIDTH_RANGE_GBps)))
+    return tuple(out)
+
+
+def _calibration_block(where: str, prefix: str, raw, allowed: set, sources: dict) -> dict:
+    """A `calibration` object: known keys only, each a finite number in range with its source
+    (the protocol tables: objects of such numbers)."""
     if not isinstance(raw, dict):
         raise SpecError(f"{where}: '{prefix}calibration' must be an object")
-    out: dict[str, float] = {}
+    out: dict = {}
     for key, value in raw.items():
         if key not in allowed:
             if key in CALIBRATION_KEYS:  # known, but not at this level
@@ -385,9 +488,43 @@ def _calibration_block(where: str, prefix: str, raw, allowed: set, sources: dict
             if v < lo:
                 raise SpecError(f"{where}: '{name}' = {v:g} is outside the plausible range {lo:g} .. {hi:g}")
             out[key] = v
+        elif key == "protocols":
+            out[key] = _protocols(where, name, value, sources)
+        elif key in _PROTOCOL_TABLES:
+            out[key] = _protocol_table(where, name, key, value, sources)
         else:  # collective_latency_ns, step_latency_ns
             out[key] = _nonneg(where, name, value, sources)
+    if "step_latency_ns" in out and "protocol_step_latency_ns" in out:
+        raise SpecError(
+            f"{where}: '{prefix}calibration' gives both step_latency_ns and protocol_step_latency_ns; "
+            f"give one (protocol_step_latency_ns: one per protocol)"
+        )
     return out
+
+
+def _check_protocol_tables(where: str, protocols: tuple[Protocol, ...], blocks: list[tuple[str, dict]]) -> None:
+    """Protocol tables name known protocols, and a step-latency table every one of them."""
+    names = [p.name for p in protocols]
+    for prefix, block in blocks:
+        for key in _PROTOCOL_TABLES:
+            rows = block.get(key)
+            if rows is None:
+                continue
+            if not protocols:
+                raise SpecError(
+                    f"{where}: '{prefix}calibration.{key}' needs the protocols it names in the top-level "
+                    f"'calibration.protocols'"
+                )
+            for pname, _v in rows:
+                if pname not in names:
+                    raise SpecError(
+                        f"{where}: '{prefix}calibration.{key}.{pname}': no such protocol in "
+                        f"'calibration.protocols' (protocols: {', '.join(names)})"
+                    )
+            if key == "protocol_step_latency_ns":
+                missing = [n for n in names if n not in dict(rows)]
+                if missing:
+                    raise SpecError(f"{where}: '{prefix}calibration.{key}' lacks protocol '{missing[0]}' (one value per protocol)")
 
 
 def parse_system(data: dict, where: str) -> SystemSpec:
@@ -408,6 +545,8 @@ def parse_system(data: dict, where: str) -> SystemSpec:
     dims = []
     dim_cal: list[float | None] = []
     dim_step: list[float | None] = []
+    dim_tables: list[dict] = []
+    blocks: list[tuple[str, dict]] = []
     for i, d in enumerate(net):
         p = f"network[{i}]."
         if not isinstance(d, dict):
@@ -416,6 +555,8 @@ def parse_system(data: dict, where: str) -> SystemSpec:
         own = _calibration_block(where, p, d.get("calibration", {}), _DIM_CALIBRATION_KEYS, sources)
         dim_cal.append(own.get("bus_efficiency"))
         dim_step.append(own.get("step_latency_ns"))
+        dim_tables.append({k: own[k] for k in _PROTOCOL_TABLES if k in own})
+        blocks.append((p, own))
         dims.append(
             NetworkDim(
                 topology=_enum(where, p + "topology", d["topology"], TOPOLOGIES),
@@ -426,7 +567,10 @@ def parse_system(data: dict, where: str) -> SystemSpec:
         )
     calibration = None
     top = _calibration_block(where, "", data.get("calibration", {}), set(CALIBRATION_KEYS), sources)
-    if top or any(e is not None for e in dim_cal) or any(e is not None for e in dim_step):  # empty blocks calibrate nothing
+    protocols = top.get("protocols", ())
+    _check_protocol_tables(where, protocols, [("", top), *blocks])
+    if top or any(e is not None for e in dim_cal) or any(e is not None for e in dim_step) or any(dim_tables):
+        # (empty blocks calibrate nothing)
         calibration = Calibration(
             collective_latency_ns=float(top.get("collective_latency_ns", 0.0)),
             bus_efficiency=top.get("bus_efficiency"),
@@ -434,14 +578,33 @@ def parse_system(data: dict, where: str) -> SystemSpec:
             has_latency="collective_latency_ns" in top,
             step_latency_ns=top.get("step_latency_ns"),
             dim_step_latency_ns=tuple(dim_step),
+            protocols=protocols,
+            tables={k: top[k] for k in _PROTOCOL_TABLES if k in top},
+            dim_tables=tuple(dim_tables),
         )
+
+        def inherited(own_table, own_step, key):
+            # a dimension's own value wins over the system's; its own step latency, single
+            # or per protocol, replaces the system's of either form
+            if own_table.get(key) is not None:
+                return own_table[key]
+            if key == "protocol_step_latency_ns" and own_step is not None:
+                return None
+            return calibration.tables.get(key)
+
         dims = [
             replace(
                 dim,
                 bus_efficiency=own if own is not None else calibration.bus_efficiency,
-                step_latency_ns=step if step is not None else calibration.step_latency_ns,
+                step_latency_ns=(
+                    step if step is not None
+                    else None if tb.get("protocol_step_latency_ns") is not None
+                    else calibration.step_latency_ns
+                ),
+                protocol_step_latency_ns=inherited(tb, step, "protocol_step_latency_ns"),
+                protocol_max_bandwidth_GBps=inherited(tb, step, "protocol_max_bandwidth_GBps"),
             )
-            for dim, own, step in zip(dims, dim_cal, dim_step)
+            for dim, own, step, tb in zip(dims, dim_cal, dim_step, dim_tables)
         ]
     num_npus = math.prod(d.npus_count for d in dims)
     if num_npus > MAX_NPUS:
@@ -601,6 +764,18 @@ def _calibration_comments(system: SystemSpec) -> list[str]:
             f"#   step_latency_ns [ {', '.join(steps)} ] once per step of a collective, instead of latency"
             " per message of every chunk (ASTRA-sim keeps latency below)"
         )
+    protocols = system.calibration.protocols
+    if protocols:
+        names = ", ".join(f"{p.name} (+{p.base_latency_ns:g} ns, bandwidth x {p.bandwidth_factor:g})" for p in protocols)
+        missing.append(f"#   protocols {names}: each collective runs with the fastest; the files hold bandwidth x 1")
+        for i, d in enumerate(system.dims):
+            parts = []
+            if d.protocol_step_latency_ns:
+                parts.append("step_latency_ns " + ", ".join(f"{n} {v:g}" for n, v in d.protocol_step_latency_ns))
+            if d.protocol_max_bandwidth_GBps:
+                parts.append("at most " + ", ".join(f"{n} {v:g} GB/s" for n, v in d.protocol_max_bandwidth_GBps))
+            if parts:
+                missing.append(f"#   dimension {i}: {'; '.join(parts)}")
     if missing:
         out.append("# not expressible in ASTRA-sim's files (the built-in simulator applies them):")
         out.extend(missing)

@@ -22,7 +22,7 @@
 // pmap-style: 4 replicas, cross_replica.
 // CHECK-LABEL: func.func @cross_replica
 // CHECK: stablehlo.all_reduce
-// CHECK: costmodel.collective = {algorithm = "{{[^"]+}}", bytes_in = 512 : i64, bytes_out = 512 : i64, comm_bytes = 512 : i64, executions = 1 : i64, group_size = 2 : i64, kind = "all_reduce", mode = "cross_replica", num_groups = 2 : i64, replica_groups = "{{\[\[}}0,1],[2,3]]", time_ns = {{.*}} : f64}
+// CHECK: costmodel.collective = {algorithm = "{{[^"]+}}", bytes_in = 512 : i64, bytes_out = 512 : i64, comm_bytes = 512 : i64, executions = 1 : i64, group_size = 2 : i64, kind = "all_reduce", mode = "cross_replica", num_groups = 2 : i64, protocol = "LL", replica_groups = "{{\[\[}}0,1],[2,3]]", time_ns = {{.*}} : f64}
 module attributes {mhlo.num_replicas = 4 : i32, mhlo.num_partitions = 1 : i32} {
   func.func @cross_replica(%arg0: tensor<128xf32>) -> tensor<128xf32> {
     %0 = "stablehlo.all_reduce"(%arg0) <{replica_groups = dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>}> ({
@@ -45,12 +45,12 @@ module attributes {mhlo.num_replicas = 4 : i32, mhlo.num_partitions = 1 : i32} {
 // CHECK-SAME: mode = "cross_replica_and_partition"
 // CHECK-SAME: replica_groups = "{{\[\[}}0,4,1,5,2,6,3,7]]"
 // CHECK: stablehlo.all_to_all
-// CHECK-SAME: mode = "cross_partition", num_groups = 4 : i64, replica_groups = "{{\[\[}}0,1],[4,5],[2,3],[6,7]]"
+// CHECK-SAME: mode = "cross_partition", num_groups = 4 : i64, protocol = "{{[A-Za-z0-9]+}}", replica_groups = "{{\[\[}}0,1],[4,5],[2,3],[6,7]]"
 // CHECK: stablehlo.reduce_scatter
 // CHECK: bytes_out = 4 : i64, comm_bytes = 16 : i64
-// CHECK-SAME: mode = "flattened_ids", num_groups = 2 : i64, replica_groups = "{{\[\[}}0,1,2,3],[4,5,6,7]]"
+// CHECK-SAME: mode = "flattened_ids", num_groups = 2 : i64, protocol = "{{[A-Za-z0-9]+}}", replica_groups = "{{\[\[}}0,1,2,3],[4,5,6,7]]"
 // CHECK: stablehlo.collective_permute
-// CHECK-SAME: kind = "collective_permute", mode = "cross_replica", num_groups = 4 : i64, replica_groups = "{{\[\[}}0,4],[1,5],[2,6],[3,7]]"
+// CHECK-SAME: kind = "collective_permute", mode = "cross_replica", num_groups = 4 : i64, protocol = "{{[A-Za-z0-9]+}}", replica_groups = "{{\[\[}}0,4],[1,5],[2,6],[3,7]]"
 module attributes {mhlo.num_replicas = 2 : i32, mhlo.num_partitions = 4 : i32} {
   func.func @modes(%arg0: tensor<4xf32>) {
     %0 = "stablehlo.all_gather"(%arg0) <{all_gather_dim = 0 : i64, channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>}> : (tensor<4xf32>) -> tensor<32xf32>

@@ -1273,15 +1273,22 @@ def system_summary(system) -> dict:
             f"collective_latency_ns = {system.collective_latency_ns:g} per communication op, the fused "
             f"reduction on calibrated dimensions (ASTRA-sim charges 3 x message / local-mem-bw per reduced message)"
             + (", and step_latency_ns once per step of a collective (ASTRA-sim charges hops x latency_ns per "
-               "message of every chunk)" if any(d.step_latency_ns is not None for d in system.dims) else "")
+               "message of every chunk)" if any(d.has_step_latency for d in system.dims) else "")
+            + (", and the protocols (" + ", ".join(p.name for p in system.calibration.protocols) + "), each "
+               "collective running with the fastest" if system.calibration.protocols else "")
         )
     return out
 
 
 def _dim_summary(d) -> dict:
     out = dataclasses.asdict(d) if dataclasses.is_dataclass(d) else dict(d)
-    if out.get("bus_efficiency", 0) is None:  # uncalibrated: the manifest reads as before
-        del out["bus_efficiency"]
+    for key, default in (("bus_efficiency", None), ("protocol_step_latency_ns", None),
+                         ("protocol_max_bandwidth_GBps", None), ("bandwidth_factor", 1.0)):
+        if key in out and out[key] == default:  # not calibrated so: the manifest reads as before
+            del out[key]
+    for key in ("protocol_step_latency_ns", "protocol_max_bandwidth_GBps"):
+        if key in out:
+            out[key] = dict(out[key])
     return out
 
 

@@ -87,5 +87,6 @@ def _calibration_note(directory: str) -> str:
     return (
         f"note: system '{system.get('name')}' is calibrated; ASTRA-sim sees its bus_efficiency (network.yml "
         f"bandwidth) but not collective_latency_ns = {lat:g} ns per communication op, the fused reduction, "
-        f"nor a step_latency_ns, which the built-in simulator applies (docs/communication-model.md, Calibration)"
+        f"nor a step_latency_ns{', nor the protocols' if cal.get('protocols') else ''}, which the built-in "
+        f"simulator applies (docs/communication-model.md, Calibration)"
     )
