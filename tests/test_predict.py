@@ -472,6 +472,18 @@ def test_latency_bound_small_collectives_are_flagged(tmp_path, model):
     assert not [n for n in predict(model, systems=[str(bare)]).rows[0].notes if "caveat 2" in n]
 
 
+def test_fusion_none_forms_no_kernels_and_says_so(model):
+    """--fusion none prices every op on its own: no kernel count (not 0 kernels)."""
+    from costmodel.predict import render_table
+
+    res = predict(model, systems=["h100-sxm-x4"], fusion="none")
+    row = res.rows[0]
+    assert row.kernel_count is None and row.to_dict()["kernel_count"] is None and row.step_time_ms > 0
+    line = next(ln for ln in render_table(res).splitlines() if ln.startswith("h100-sxm-x4"))
+    assert line.split()[6] == "-"  # the kernels column
+    assert predict(model, systems=["h100-sxm-x4"]).rows[0].kernel_count > 0
+
+
 def test_a_small_peak_memory_reads_in_mib(tmp_path, model):
     import dataclasses
 

@@ -43,7 +43,7 @@ class Row:
     compute_ms: float
     comm_ms: float
     exposed_comm_ms: float
-    kernel_count: int
+    kernel_count: int | None  # None: no kernels formed (--fusion none: every op priced on its own)
     kernel_bytes: int
     total_flops: int
     mfu: float
@@ -586,7 +586,7 @@ def _row(label, spec, hw, backend, s, report, result, mm_dtype, sets) -> Row:
         compute_ms=report.compute_time_ns / 1e6,
         comm_ms=result.manifest["predicted"]["comm_time_ns_max"] / 1e6,
         exposed_comm_ms=report.exposed_comm_ns / 1e6,
-        kernel_count=int(s.get("kernel_count", 0)),
+        kernel_count=int(s["kernel_count"]) if "kernel_count" in s else None,
         kernel_bytes=int(s.get("kernel_bytes", 0)),
         total_flops=flops,
         mfu=mfu,
@@ -640,7 +640,7 @@ def render_table(res: PredictResult) -> str:
             mem = f"{peak}/{r.hbm_GiB:g}G" + ("" if r.fits else " !")
         lines.append(
             f"{r.system[:24]:<24} {r.backend:<10} {r.step_time_ms * scale:>8.2f}{unit} {r.compute_ms * scale:>8.2f}{unit} "
-            f"{r.comm_ms * scale:>7.2f}{unit} {r.exposed_comm_ms * scale:>7.2f}{unit} {r.kernel_count:>7} {100 * r.mfu:>4.0f}% "
+            f"{r.comm_ms * scale:>7.2f}{unit} {r.exposed_comm_ms * scale:>7.2f}{unit} {'-' if r.kernel_count is None else r.kernel_count:>7} {100 * r.mfu:>4.0f}% "
             f"{100 * r.memory_bound_share:>5.0f}% {mem:>12} " + (f"{r.speedup:>6.2f}x" if r.speedup is not None else f"{'n/a':>7}")
         )
     if res.program.get("not_costed"):
