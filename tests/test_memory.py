@@ -204,6 +204,13 @@ func.func @main(%x: tensor<64xf32>, %w: tensor<1024xf32>) -> tensor<64xf32> {
 """
 
 
+def assert_parts_add_up(r: MemoryReport) -> None:
+    """What the report lists live at the peak adds up to the peak, and its temporaries at
+    the peak are at most the temporaries' maximum."""
+    assert sum(b.bytes for b in r.live_at_peak) == r.peak_bytes
+    assert r.temp_at_peak_bytes <= r.temp_peak_bytes
+
+
 def test_while_state_plus_body_peak_once():
     r = analyse(LOOP, fusion="none")
     # arguments 64*4 + 1024*4; the state: i 4 and s 256 (the invariant %w keeps its
@@ -214,6 +221,7 @@ def test_while_state_plus_body_peak_once():
     region = [b for b in r.live_at_peak if b.kind == "region"]
     assert len(region) == 1 and region[0].bytes == 4096 + 256
     assert {b.name for b in r.top_temporaries} >= {"stablehlo.exponential", "stablehlo.slice"}
+    assert_parts_add_up(r)
     # fused, the body allocates nothing but the updated state (in place)
     assert analyse(LOOP, fusion="xla-gpu").peak_bytes == 4352 + 4 + 256 + 1
 
@@ -237,6 +245,7 @@ func.func private @f(%x: tensor<1024xf32>) -> tensor<1024xf32> {
     assert r.peak_bytes == 4096 + 4096 + 12288
     assert r.peak_path[-1].startswith("func.call")
     assert r.warnings == []
+    assert_parts_add_up(r)
 
 
 def test_recursion_is_reported_not_looped():
@@ -275,6 +284,13 @@ func.func @main(%i: tensor<i32>, %a: tensor<1024xf32>) -> tensor<1024xf32> {
     )
     assert r.peak_bytes == 4 + 4096 + 8192 + 4096
     assert r.peak_path[0].startswith("stablehlo.case")
+    # the case's result is the branch's returned slice: listed once, inside the branch, as
+    # what it is in @main (its output); the concatenate is the one temporary
+    assert_parts_add_up(r)
+    assert [b.kind for b in r.live_at_peak if b.kind != "argument"] == ["region"]
+    inner = next(b.inner for b in r.live_at_peak if b.kind == "region")
+    assert sorted((b.kind, b.bytes) for b in inner) == [("output", 4096), ("temporary", 8192)]
+    assert [b.bytes for b in r.top_temporaries] == [8192] and r.temp_at_peak_bytes == r.temp_peak_bytes == 8192
 
 
 def test_dynamic_shapes_are_flagged():

@@ -47,6 +47,7 @@ first.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from .collectives import GROUP_COLLECTIVE_OPS
@@ -115,6 +116,7 @@ class LiveBuffer:
     location: str = ""
     shape: str = ""  # the value's type
     inner: list = field(default_factory=list)  # region: what is live inside at its peak
+    ret_index: int | None = field(default=None, repr=False)  # inside a region: its op's result k
 
     def to_dict(self) -> dict:
         d = {"kind": self.kind, "name": self.name, "bytes": self.bytes, "location": self.location, "shape": self.shape}
@@ -203,6 +205,7 @@ class _Buffer:
     output_start: int | None = None  # from this index on the buffer holds a returned value
     arg_index: int = -1
     donated: bool = False
+    ret_index: int | None = None  # a nested block's returned value k: the region op's result k
 
 
 @dataclass
@@ -279,7 +282,9 @@ class _Block:
         self.tuple_elems: dict = {}  # tuple value -> per-element buffer ids
         self.extra = [0] * n  # nested peaks at region ops
         self.extra_temp = [0] * n
-        self.extra_live: dict = {}  # op index -> (LiveBuffer of the region, its _BlockResult)
+        # op index -> (LiveBuffer of the region, its _BlockResult, the op's result buffers the
+        # region's peak already holds: not listed again outside it)
+        self.extra_live: dict = {}
         self.scratch_live: dict = {}  # op index -> LiveBuffer of an op's own expansion (extra_temp)
         self._taken: tuple = (-1, set())  # buffers reused in place by the op at this index
         self.inplace_args: dict = {}  # argument index -> bytes: a caller's buffer overwritten in place
@@ -424,20 +429,24 @@ class _Block:
                         break
             self.register(r, (b,) if b is not None else (self.new_buffer(r, i, op),))
 
-    def _region_entry(self, op, res: _BlockResult, label: str) -> LiveBuffer:
-        return LiveBuffer("region", f"{op.name} {label}".strip(), res.inner_peak, format_location(op.location, ""),
+    def _region_entry(self, op, res: _BlockResult, label: str, nbytes: int) -> LiveBuffer:
+        return LiveBuffer("region", f"{op.name} {label}".strip(), nbytes, format_location(op.location, ""),
                           inner=list(res.live))
 
     def _nested(
         self, op, i: int, res: _BlockResult | None, label: str, new_bytes: int, unhonored: int = 0,
-        inner_peak: int | None = None,
+        inner_peak: int | None = None, results: tuple = (),
     ) -> None:
+        """The region's peak adds to the live bytes at op i, less `new_bytes`: the op's result
+        buffers `results` ((result index, buffer) pairs), which the region's own peak holds
+        (a branch's or callee's returned values are the op's results). At the peak they are
+        listed inside the region only, as what they are outside it (an output or a temporary)."""
         if res is None:
             return
         peak = res.inner_peak if inner_peak is None else inner_peak
         self.extra[i] = max(0, peak + unhonored - new_bytes)
         self.extra_temp[i] = max(0, res.temp_peak + unhonored - new_bytes)
-        self.extra_live[i] = (self._region_entry(op, res, label), res)
+        self.extra_live[i] = (self._region_entry(op, res, label, peak + unhonored), res, tuple(results))
 
     def while_op(self, op, i: int) -> None:
         an = self.an
@@ -460,10 +469,12 @@ class _Block:
 
         results = [self.an.nested(op, k, "branch") for k in range(len(op.regions))]
         new_bytes = 0
-        for r in op.results:
+        new: list = []
+        for k, r in enumerate(op.results):
             b = self.new_buffer(r, i, op)
             self.register(r, (b,))
             new_bytes += self.bufs[b].size
+            new.append((k, b))
         present = [k for k, r in enumerate(results) if r is not None]
         if not present:
             return
@@ -479,12 +490,13 @@ class _Block:
         k = chosen(weights)
         if k is not None:
             if results[k] is not None:
-                self._nested(op, i, results[k], f"branch {k}", new_bytes)
+                self._nested(op, i, results[k], f"branch {k}", new_bytes, results=tuple(new))
             return
         # mean: the branches' peaks weighed (the expected peak of this op)
         best = max(present, key=lambda j: results[j].inner_peak)
         mean_peak = int(round(sum(weights[j] * results[j].inner_peak for j in present)))
-        self._nested(op, i, results[best], f"branches (mean of {len(results)})", new_bytes, inner_peak=mean_peak)
+        self._nested(op, i, results[best], f"branches (mean of {len(results)})", new_bytes, inner_peak=mean_peak,
+                     results=tuple(new))
 
     def call_op(self, op, i: int) -> None:
         an = self.an
@@ -500,6 +512,7 @@ class _Block:
             res = an.nested(op, 0, "callee")
             label = "body"
         new_bytes = unhonored = 0
+        new: list = []
         external = self.role in ("callee", "state")
         # the callee overwrites some arguments in place: fine where the operand dies here
         # and is ours to overwrite, else it works on a copy
@@ -521,7 +534,8 @@ class _Block:
             b = self.new_buffer(r, i, op)
             self.register(r, (b,))
             new_bytes += self.bufs[b].size
-        self._nested(op, i, res, label, new_bytes, unhonored)
+            new.append((k, b))
+        self._nested(op, i, res, label, new_bytes, unhonored, results=tuple(new))
 
     # -- the end of the block ---------------------------------------------------------------
     def outputs(self) -> list:
@@ -542,6 +556,8 @@ class _Block:
                 for b in ids:
                     if bufs[b].kind == "temporary":
                         bufs[b].end = n
+                        if bufs[b].ret_index is None:
+                            bufs[b].ret_index = k
                 continue
             donated_to_me = self.donation.get(k)
             own = [b for b in ids if bufs[b].kind == "temporary" or (bufs[b].kind == "argument" and bufs[b].donated
@@ -618,8 +634,12 @@ class _Block:
                 peak, at = live + self.extra[i], i
             temp_peak = max(temp_peak, tlive + self.extra_temp[i])
         live_list: list[LiveBuffer] = []
-        for buf in bufs:
+        # a region op at the peak: its result buffers are in the region's own peak
+        hidden = {b for _k, b in self.extra_live[at][2]} if at in self.extra_live and self.extra[at] > 0 else ()
+        for b_id, buf in enumerate(bufs):
             if not buf.counted or buf.size == 0 or at < 0 or not (max(buf.start, 0) <= at <= max(buf.end, buf.start)):
+                continue
+            if b_id in hidden:
                 continue
             if buf.output_start is not None and at >= buf.output_start:
                 kind = "output"
@@ -627,7 +647,7 @@ class _Block:
                 kind = "argument"
             else:
                 kind = "temporary"
-            live_list.append(LiveBuffer(kind, buf.name, buf.size, buf.location, buf.shape))
+            live_list.append(LiveBuffer(kind, buf.name, buf.size, buf.location, buf.shape, ret_index=buf.ret_index))
         ops = self.ops
         peak_op = ops[at].name if 0 <= at < n else ""
         peak_loc = format_location(ops[at].location, "") if 0 <= at < n else ""
@@ -635,7 +655,15 @@ class _Block:
         if at in self.scratch_live:
             live_list.append(self.scratch_live[at])
         elif at in self.extra_live and self.extra[at] > 0:
-            entry, inner = self.extra_live[at]
+            entry, inner, results = self.extra_live[at]
+            # the region's returned values are this op's results: an output of this block
+            # from where it is returned on, else a temporary (what they are inside)
+            outputs = {k for k, b in results if bufs[b].output_start is not None and at >= bufs[b].output_start}
+            if outputs:
+                entry = dataclasses.replace(entry, inner=[
+                    dataclasses.replace(x, kind="output") if x.ret_index in outputs and x.kind == "temporary" else x
+                    for x in entry.inner
+                ])
             live_list.append(entry)
             path = [f"{peak_op}@{peak_loc}" if peak_loc else peak_op] + inner.peak_path
             if inner.peak_op:
