@@ -279,3 +279,29 @@ def test_default_trace_dir_of_a_device_output_is_the_working_directory(tmp_path,
     assert (tmp_path / "chakra" / "manifest.json").is_file()
     assert not os.path.exists(target + ".chakra")
     assert _is_char_device("/dev/null")
+
+
+def test_a_trace_directory_swapped_by_another_run_counts_as_absent(tmp_path, monkeypatch):
+    """Outside the commit's lock another run may rename the directory away between two
+    questions about it (the race behind 'exists and is not a directory' in CI): a
+    directory gone meanwhile is absent, not an error; a file or dangling link still is."""
+    d = tmp_path / "t.chakra"
+    d.mkdir()
+    real_listdir = os.listdir
+
+    def vanished(path):
+        if str(path) == str(d):
+            raise FileNotFoundError(path)
+        return real_listdir(path)
+
+    monkeypatch.setattr(outputs.os, "listdir", vanished)
+    outputs.check_dir_target(str(d), "stablehlo-costmodel")  # no error
+    monkeypatch.setattr(outputs.os, "listdir", real_listdir)
+    f = tmp_path / "file"
+    f.write_text("x")
+    link = tmp_path / "dangling"
+    link.symlink_to(tmp_path / "nowhere")
+    for path in (f, link):
+        with pytest.raises(OutputError, match="exists and is not a directory"):
+            outputs.check_dir_target(str(path), "stablehlo-costmodel")
+    outputs.check_dir_target(str(tmp_path / "absent"), "stablehlo-costmodel")

@@ -208,10 +208,28 @@ def _manifest_files(directory: str, generator: str) -> set[str] | None:
 
 
 def check_dir_target(directory: str, generator: str) -> None:
-    """Raise OutputError unless `directory` may receive a trace: absent, empty, or ours."""
-    if os.path.lexists(directory) and not os.path.isdir(directory):
+    """Raise OutputError unless `directory` may receive a trace: absent, empty, or ours.
+
+    Outside the commit's lock another run may swap the directory at any moment (renamed
+    out, its staged copy renamed in): each question is asked once, and a directory gone
+    meanwhile counts as absent."""
+    try:
+        st = os.stat(directory)  # follows a symlink to a directory
+    except FileNotFoundError:
+        if os.path.islink(directory):  # a dangling symlink
+            raise OutputError(directory, "exists and is not a directory") from None
+        return
+    except OSError as err:
+        raise OutputError(directory, _reason(err)) from None
+    if not stat.S_ISDIR(st.st_mode):
         raise OutputError(directory, "exists and is not a directory")
-    if os.path.isdir(directory) and os.listdir(directory) and _manifest_files(directory, generator) is None:
+    try:
+        present = os.listdir(directory)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise OutputError(directory, _reason(err)) from None
+    if present and _manifest_files(directory, generator) is None and os.path.isdir(directory):
         raise OutputError(
             directory,
             "exists and is not a trace directory written by stablehlo-costmodel; remove it or choose another chakra-dir",
