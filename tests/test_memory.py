@@ -501,3 +501,60 @@ func.func @main(%x: tensor<2048x1024xf32>) -> tensor<2048x1024xf32> {
     rep = analyse(text, fusion="xla-gpu")
     mib8 = 2048 * 1024 * 4
     assert rep.peak_bytes == 2 * mib8 and rep.temp_peak_bytes == 0
+
+
+def test_a_result_made_after_the_callees_peak_is_not_taken_off_its_temporaries():
+    """The callee's result is made after its 4 KiB concatenate died; it is @main's output.
+    The temporaries at the peak are the concatenate's (and the reduce's scalar): the
+    result is not taken off them (it is not live there), and it is no temporary."""
+    r = analyse(
+        """
+func.func @main(%a: tensor<256xf32>) -> tensor<256xf32> {
+  %0 = func.call @f(%a) : (tensor<256xf32>) -> tensor<256xf32>
+  return %0 : tensor<256xf32>
+}
+func.func private @f(%x: tensor<256xf32>) -> tensor<256xf32> {
+  %c = stablehlo.concatenate %x, %x, %x, %x, dim = 0 : (tensor<256xf32>, tensor<256xf32>, tensor<256xf32>, tensor<256xf32>) -> tensor<1024xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %s = stablehlo.reduce(%c init: %z) applies stablehlo.add across dimensions = [0] : (tensor<1024xf32>, tensor<f32>) -> tensor<f32>
+  %b = stablehlo.broadcast_in_dim %s, dims = [] : (tensor<f32>) -> tensor<256xf32>
+  return %b : tensor<256xf32>
+}""",
+        fusion="none",
+    )
+    assert r.peak_bytes == 1024 + 4096 + 4  # the argument, the concatenate, the sum
+    assert r.temp_at_peak_bytes == r.temp_peak_bytes == 4096 + 4
+    assert_parts_add_up(r)
+
+
+def test_a_nested_branchs_result_returned_from_main_is_an_output_at_every_depth():
+    r = analyse(
+        """
+func.func @main(%i: tensor<i32>, %j: tensor<i32>, %a: tensor<256xf32>) -> tensor<256xf32> {
+  %0 = "stablehlo.case"(%i) ({
+    %1 = "stablehlo.case"(%j) ({
+      %2 = stablehlo.concatenate %a, %a, dim = 0 : (tensor<256xf32>, tensor<256xf32>) -> tensor<512xf32>
+      %3 = stablehlo.slice %2 [0:256] : (tensor<512xf32>) -> tensor<256xf32>
+      stablehlo.return %3 : tensor<256xf32>
+    }, {
+      stablehlo.return %a : tensor<256xf32>
+    }) : (tensor<i32>) -> tensor<256xf32>
+    stablehlo.return %1 : tensor<256xf32>
+  }, {
+    %4 = stablehlo.negate %a : tensor<256xf32>
+    stablehlo.return %4 : tensor<256xf32>
+  }) : (tensor<i32>) -> tensor<256xf32>
+  return %0 : tensor<256xf32>
+}""",
+        fusion="none",
+    )
+    assert r.peak_bytes == 8 + 1024 + 2048 + 1024
+    assert_parts_add_up(r)
+
+    def leaves(items):
+        for b in items:
+            yield from leaves(b.inner) if b.kind == "region" else [b]
+
+    kinds = sorted((b.kind, b.name) for b in leaves(r.live_at_peak) if b.kind != "argument")
+    assert kinds == [("output", "stablehlo.slice"), ("temporary", "stablehlo.concatenate")]
+    assert r.temp_at_peak_bytes == 2048 and r.output_at_peak_bytes == 1024

@@ -221,6 +221,8 @@ class _BlockResult:
     copies: list = field(default_factory=list)  # DonationCopy (entry)
     schedule: str = "program"
     inplace_args: dict = field(default_factory=dict)  # argument index -> bytes overwritten in place
+    temp_peak_noret: int = 0  # a nested block: the peak of its temporaries other than what it returns
+    temp_at_peak: int = 0  # its temporaries live at its peak (inner_peak's moment)
 
 
 class _Block:
@@ -285,6 +287,9 @@ class _Block:
         # op index -> (LiveBuffer of the region, its _BlockResult, the op's result buffers the
         # region's peak already holds: not listed again outside it)
         self.extra_live: dict = {}
+        # op index -> ([(weight, _BlockResult)], copies for in-place updates, ((k, buffer), ...)):
+        # what the region adds to the temporaries, settled once outputs are known (sweep)
+        self.region_temps: dict = {}
         self.scratch_live: dict = {}  # op index -> LiveBuffer of an op's own expansion (extra_temp)
         self._taken: tuple = (-1, set())  # buffers reused in place by the op at this index
         self.inplace_args: dict = {}  # argument index -> bytes: a caller's buffer overwritten in place
@@ -429,13 +434,17 @@ class _Block:
                         break
             self.register(r, (b,) if b is not None else (self.new_buffer(r, i, op),))
 
-    def _region_entry(self, op, res: _BlockResult, label: str, nbytes: int) -> LiveBuffer:
+    def _region_entry(self, op, res: _BlockResult, label: str, nbytes: int, unhonored: int = 0) -> LiveBuffer:
+        inner = list(res.live)
+        if unhonored:  # the callee updates an argument in place: here, on a copy of it
+            inner.append(LiveBuffer("temporary", "copy of an operand updated in place", unhonored,
+                                    format_location(op.location, "")))
         return LiveBuffer("region", f"{op.name} {label}".strip(), nbytes, format_location(op.location, ""),
-                          inner=list(res.live))
+                          inner=inner)
 
     def _nested(
         self, op, i: int, res: _BlockResult | None, label: str, new_bytes: int, unhonored: int = 0,
-        inner_peak: int | None = None, results: tuple = (),
+        inner_peak: int | None = None, results: tuple = (), weighted: list | None = None,
     ) -> None:
         """The region's peak adds to the live bytes at op i, less `new_bytes`: the op's result
         buffers `results` ((result index, buffer) pairs), which the region's own peak holds
@@ -445,8 +454,8 @@ class _Block:
             return
         peak = res.inner_peak if inner_peak is None else inner_peak
         self.extra[i] = max(0, peak + unhonored - new_bytes)
-        self.extra_temp[i] = max(0, res.temp_peak + unhonored - new_bytes)
-        self.extra_live[i] = (self._region_entry(op, res, label, peak + unhonored), res, tuple(results))
+        self.region_temps[i] = (weighted or [(1.0, res)], unhonored, tuple(results))
+        self.extra_live[i] = (self._region_entry(op, res, label, peak + unhonored, unhonored), res, tuple(results))
 
     def while_op(self, op, i: int) -> None:
         an = self.an
@@ -495,8 +504,8 @@ class _Block:
         # mean: the branches' peaks weighed (the expected peak of this op)
         best = max(present, key=lambda j: results[j].inner_peak)
         mean_peak = int(round(sum(weights[j] * results[j].inner_peak for j in present)))
-        self._nested(op, i, results[best], f"branches (mean of {len(results)})", new_bytes, inner_peak=mean_peak,
-                     results=tuple(new))
+        self._nested(op, i, results[best], f"branches (mean of {len(results)}; the largest shown)", new_bytes,
+                     inner_peak=mean_peak, results=tuple(new), weighted=[(weights[j], results[j]) for j in present])
 
     def call_op(self, op, i: int) -> None:
         an = self.an
@@ -609,10 +618,66 @@ class _Block:
             )
         return copies
 
+    def _is_output(self, b: int, i: int, noret: bool) -> bool:
+        """Whether buffer b holds a returned value at op i: an output of the entry function
+        from its output_start on, or (noret) a value this nested block returns."""
+        buf = self.bufs[b]
+        if buf.output_start is not None and i >= buf.output_start:
+            return True
+        return noret and buf.ret_index is not None
+
+    def _temps(self, noret: bool) -> list:
+        """Live temporaries at each op, nested regions and expansions included. A region
+        adds its block's temporary peak less the op's result buffers counted here; where
+        those results are outputs here, its peak without what it returns."""
+        n, bufs = self.n, self.bufs
+        tdelta = [0] * (n + 2)
+        for b, buf in enumerate(bufs):
+            if not buf.counted or buf.size == 0 or n == 0 or buf.kind != "temporary":
+                continue
+            if noret and buf.ret_index is not None:
+                continue
+            s = max(buf.start, 0)
+            e = min(max(buf.end, s), n - 1)
+            te = e if buf.output_start is None else min(e, buf.output_start - 1)
+            if te >= s:
+                tdelta[s] += buf.size
+                tdelta[te + 1] -= buf.size
+        out = [0] * n
+        tlive = 0
+        for i in range(n):
+            tlive += tdelta[i]
+            extra = self.extra_temp[i]
+            info = self.region_temps.get(i)
+            if info is not None:
+                weighted, unhonored, results = info
+                all_out = bool(results) and all(self._is_output(b, i, noret) for _k, b in results)
+                inner = sum(w * (r.temp_peak_noret if all_out else r.temp_peak) for w, r in weighted)
+                counted_here = sum(bufs[b].size for _k, b in results
+                                   if bufs[b].counted and not self._is_output(b, i, noret))
+                extra = max(extra, int(round(inner)) + unhonored - counted_here, 0)
+            out[i] = tlive + extra
+        return out
+
+    def _relabel(self, items: list, results: tuple, at: int) -> list:
+        """A region's live list as this block sees it: what the region returns is this op's
+        result k, so its index becomes that buffer's own return index here (None: not
+        returned), and its kind an output where that buffer is one here; at every depth."""
+        mapping = {k: (self.bufs[b].ret_index, self._is_output(b, at, False)) for k, b in results}
+        out = []
+        for x in items:
+            if x.ret_index is not None:
+                r_new, is_out = mapping.get(x.ret_index, (None, False))
+                x = dataclasses.replace(x, ret_index=r_new,
+                                        kind="output" if is_out and x.kind == "temporary" else x.kind)
+            if x.inner:
+                x = dataclasses.replace(x, inner=self._relabel(x.inner, results, at))
+            out.append(x)
+        return out
+
     def sweep(self, copies) -> _BlockResult:
         n, bufs = self.n, self.bufs
         delta = [0] * (n + 2)
-        tdelta = [0] * (n + 2)
         for buf in bufs:
             if not buf.counted or buf.size == 0 or n == 0:
                 continue
@@ -620,19 +685,16 @@ class _Block:
             e = min(max(buf.end, s), n - 1)
             delta[s] += buf.size
             delta[e + 1] -= buf.size
-            if buf.kind == "temporary":
-                te = e if buf.output_start is None else min(e, buf.output_start - 1)
-                if te >= s:
-                    tdelta[s] += buf.size
-                    tdelta[te + 1] -= buf.size
-        live = tlive = temp_peak = 0
+        live = 0
         peak, at = -1, -1
         for i in range(n):
             live += delta[i]
-            tlive += tdelta[i]
             if live + self.extra[i] > peak:
                 peak, at = live + self.extra[i], i
-            temp_peak = max(temp_peak, tlive + self.extra_temp[i])
+        temps = self._temps(noret=False)
+        temp_peak = max(temps, default=0)
+        temp_at_peak = temps[at] if 0 <= at < n else 0
+        temp_peak_noret = temp_peak if self.role == "entry" else max(self._temps(noret=True), default=0)
         live_list: list[LiveBuffer] = []
         # a region op at the peak: its result buffers are in the region's own peak
         hidden = {b for _k, b in self.extra_live[at][2]} if at in self.extra_live and self.extra[at] > 0 else ()
@@ -656,21 +718,17 @@ class _Block:
             live_list.append(self.scratch_live[at])
         elif at in self.extra_live and self.extra[at] > 0:
             entry, inner, results = self.extra_live[at]
-            # the region's returned values are this op's results: an output of this block
-            # from where it is returned on, else a temporary (what they are inside)
-            outputs = {k for k, b in results if bufs[b].output_start is not None and at >= bufs[b].output_start}
-            if outputs:
-                entry = dataclasses.replace(entry, inner=[
-                    dataclasses.replace(x, kind="output") if x.ret_index in outputs and x.kind == "temporary" else x
-                    for x in entry.inner
-                ])
+            # the region's returned values are this op's results: listed inside it, as what
+            # they are here (an output of the entry function, or a temporary)
+            entry = dataclasses.replace(entry, inner=self._relabel(entry.inner, results, at))
             live_list.append(entry)
             path = [f"{peak_op}@{peak_loc}" if peak_loc else peak_op] + inner.peak_path
             if inner.peak_op:
                 peak_op, peak_loc = inner.peak_op, inner.peak_location
         live_list.sort(key=lambda b: -b.bytes)
         return _BlockResult(max(peak, 0), temp_peak, at, peak_op, peak_loc, path, live_list, self.ret_alias, copies,
-                            inplace_args=dict(self.inplace_args))
+                            inplace_args=dict(self.inplace_args), temp_peak_noret=temp_peak_noret,
+                            temp_at_peak=temp_at_peak)
 
 
 def select_and_scatter_expansion_bytes(op) -> int:
@@ -774,7 +832,9 @@ class _Analyzer:
         if self.schedule == "program" or first.n < 3:
             return res
         order = _list_schedule(first)
-        if order is None:
+        if order is None:  # the list schedule is the program order
+            if self.schedule == "list":
+                res.schedule = "list"
             return res
         other = _Block(self, block, role, donation, order=order, like=first).run()
         other.schedule = "list"
@@ -1226,8 +1286,11 @@ def _report_for(an: _Analyzer, name: str, top: int) -> MemoryReport:
         output_bytes=output_bytes,
         alias_bytes=alias_bytes,
         temp_peak_bytes=res.temp_peak,
-        temp_at_peak_bytes=sum(b.bytes for b in temps),
-        output_at_peak_bytes=sum(b.bytes for b in res.live if b.kind == "output"),
+        temp_at_peak_bytes=res.temp_at_peak,
+        # what is live at the peak besides arguments and temporaries (outputs inside a
+        # region included)
+        output_at_peak_bytes=max(0, res.inner_peak - res.temp_at_peak
+                                 - sum(b.bytes for b in res.live if b.kind == "argument")),
         constant_bytes=an.constant_bytes,
         peak_index=res.peak_index,
         peak_op=res.peak_op,
