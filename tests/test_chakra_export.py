@@ -432,6 +432,27 @@ def test_huge_communicating_loop_fails_up_front(tmp_path, capsys):
 # ---------------------------------------------------------------------------
 
 
+def test_a_trace_is_simulated_with_the_spec_it_was_written_for(annotate, tmp_path, monkeypatch):
+    """The manifest holds the whole system spec (and a user file by its absolute path):
+    `costmodel simulate` prices the trace as written, from any directory, whatever the
+    file becomes afterwards."""
+    from costmodel.systems import load_system
+
+    spec = load_system("a100-40gb-x4").to_json()
+    spec["name"] = "mine"
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "mine.json").write_text(json.dumps(spec))
+    monkeypatch.chdir(tmp_path)
+    r = export_module(annotate(OVERLAP, "a100-40gb").module, load_system("specs/mine.json"), str(tmp_path / "t"))
+    assert r.manifest["system"]["source"] == str(tmp_path / "specs" / "mine.json")
+    assert r.manifest["system"]["spec"]["name"] == "mine"
+    before = simulate_dir(r.directory).step_time_ns
+    spec["calibration"]["protocols"]["LL"]["base_latency_ns"] = 1e9  # the file changes afterwards
+    (tmp_path / "specs" / "mine.json").write_text(json.dumps(spec))
+    monkeypatch.chdir("/")
+    assert simulate_dir(r.directory).step_time_ns == before
+
+
 @pytest.mark.parametrize("text", [OVERLAP, GROUPS], ids=["all_reduce", "groups_permute"])
 def test_calibrated_system_exporter_and_simulator_agree(annotate, tmp_path, text):
     from costmodel.commmodel import collective_time_ns

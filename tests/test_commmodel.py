@@ -368,6 +368,23 @@ def test_protocols_run_the_fastest_with_their_latency_and_bandwidth():
     assert algo == "ring/LL" and t == steps * net(0, (64 << 10) // n, 50.0) + steps * 700 + BASE["LL"]
 
 
+def test_all_to_all_over_a_switch_shares_the_ports_bandwidth():
+    """A direct all-to-all over NVSwitch sends n-1 messages of D/n at once through the
+    GPU's one port: (n-1)/n of the buffer at the calibrated bandwidth (nccl-tests' alltoall
+    busbw is the port's), where ASTRA-sim's congestion-unaware network (uncalibrated
+    systems) runs them side by side at full bandwidth each."""
+    s, u = load_system("dgx-h100"), uncalibrated("dgx-h100")
+    D, n = 1 << 30, 8
+    t, algo = collective_time_ns(s, "all_to_all", D, range(n))
+    busbw = (n - 1) / n * D / t  # bytes/ns = GB/s
+    assert algo == "direct/Simple" and 0.97 * 450 * 0.82 < busbw < 450 * 0.82
+    assert collective_time_ns(u, "all_to_all", D, range(n))[0] < t / 5
+    # a fully connected board has a link per pair: its messages do run side by side
+    fc = load_system("h100-sxm-x4")
+    t4, _ = collective_time_ns(fc, "all_to_all", D, range(4))
+    assert (4 - 1) / 4 * D / t4 > 2.5 * 150 * 0.82
+
+
 def test_per_dimension_calibration_on_the_multi_node_system():
     s = load_system("dgx-h100-x4nodes")
     assert s.dims[0].bus_efficiency == 0.82 and s.dims[1].bus_efficiency is None  # InfiniBand: datasheet
@@ -386,11 +403,20 @@ def test_per_dimension_calibration_on_the_multi_node_system():
     D = 4 << 20
     group = [0, 8, 16, 24, 1]  # not a fibre: a flat ring over both dimensions
     t, algo = collective_time_ns(s, "all_reduce", D, group)
-    u, _ = collective_time_ns(uncalibrated("dgx-h100-x4nodes"), "all_reduce", D, group)
-    # 8 ring steps at the network's step latency (the slowest link's) once, where ASTRA-sim's
-    # semantics pay each message of each chunk its hops x latency_ns; the local reduction
-    # is still charged (the ring crosses the uncalibrated dimension)
-    assert algo.startswith("flat-ring/") and u > t > LAUNCH + 8 * NET_STEP["LL"]
+    # 8 ring steps at the network's step latency (the slowest link's) once; every link
+    # carries all 8 messages of each of the 4 chunks, so the InfiniBand links bound the
+    # ring (24 -> 1 differs in both dimensions: InfiniBand, the slower, where ASTRA-sim
+    # would take the first differing dimension, NVLink); the local reduction is still
+    # charged (the ring crosses the uncalibrated dimension)
+    msg = D // 4 // 5
+    assert algo == "flat-ring/LL128" and t > LAUNCH + 8 * NET_STEP["LL128"] + 4 * 8 * net(0, msg, 50 * 0.92 / GIB)
+    inside, _ = collective_time_ns(s, "all_reduce", D, [0, 1, 2, 3, 4])  # the same ring inside one node
+    assert t > 3 * inside
+    # one message between GPU 7 of node 0 and GPU 0 of node 1 is an InfiniBand message
+    assert collective_time_ns(s, "send", 1 << 30, [7, 8]) == collective_time_ns(s, "send", 1 << 30, [0, 8])
+    # uncalibrated: ASTRA-sim's routing, the first differing dimension (NVLink)
+    u = uncalibrated("dgx-h100-x4nodes")
+    assert collective_time_ns(u, "send", 1 << 30, [7, 8])[0] < collective_time_ns(u, "send", 1 << 30, [0, 8])[0] / 5
 
 
 def test_step_latency_once_per_step_with_dimension_override():

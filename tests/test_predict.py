@@ -472,6 +472,25 @@ def test_latency_bound_small_collectives_are_flagged(tmp_path, model):
     assert not [n for n in predict(model, systems=[str(bare)]).rows[0].notes if "caveat 2" in n]
 
 
+def test_set_creates_a_dimensions_calibration_and_null_removes_a_key(model):
+    """`--set network.0.calibration.KEY=V` on a dimension without a calibration block makes
+    one; `=null` asks "what if the spec had no such key" (here: no NCCL protocols); a key
+    that is not there is named with its section."""
+    from costmodel.predict import PredictError
+
+    base = predict(model, systems=["h100-sxm-x4"]).rows[0]
+    slow = predict(model, systems=["h100-sxm-x4"], sets=["network.0.calibration.bus_efficiency=0.1"]).rows[0]
+    assert slow.comm_ms > base.comm_ms
+    plain = predict(model, systems=["h100-sxm-x4"], sets=[
+        "system.calibration.protocols=null", "system.calibration.protocol_step_latency_ns=null",
+        "system.calibration.protocol_max_bandwidth_GBps=null"]).rows[0]
+    assert plain.comm_ms != base.comm_ms and "protocols=null" in plain.system
+    with pytest.raises(PredictError, match=r"no key 'network\.0\.bogus' \(keys: bandwidth_GBps"):
+        predict(model, systems=["h100-sxm-x4"], sets=["network.0.bogus.x=1"])
+    with pytest.raises(PredictError, match=r"no key 'system\.calibration\.step_latency_ns' to remove"):
+        predict(model, systems=["h100-sxm-x4"], sets=["system.calibration.step_latency_ns=null"])
+
+
 def test_fusion_none_forms_no_kernels_and_says_so(model):
     """--fusion none prices every op on its own: no kernel count (not 0 kernels)."""
     from costmodel.predict import render_table

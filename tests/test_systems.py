@@ -352,3 +352,23 @@ def test_calibration_values_accepted():
     d["network"][0]["calibration"] = {}
     s = parse_system(d, "my.json")
     assert not s.calibrated and s == parse_system(_base(), "my.json") and "calibration" not in s.to_json()
+
+
+def test_a_key_twice_in_a_spec_file_is_an_error(tmp_path):
+    p = tmp_path / "dup.json"
+    p.write_text('{"name": "x", "name": "y", "description": "d", "hardware": "h100-sxm", "network": '
+                 '[{"topology": "Switch", "npus_count": 4, "bandwidth_GBps": 100, "latency_ns": 1}]}')
+    with pytest.raises(SpecError, match=r"dup.json: key 'name' appears twice in one object"):
+        load_system(str(p))
+
+
+def test_a_dimensions_protocol_caps_merge_with_the_systems():
+    d = _base()
+    d["calibration"] = {
+        "protocols": {"LL": {"base_latency_ns": 6600, "bandwidth_factor": 0.5},
+                      "LL128": {"base_latency_ns": 14000, "bandwidth_factor": 0.92}},
+        "protocol_max_bandwidth_GBps": {"LL": 80, "LL128": 300},
+    }
+    d["network"][0]["calibration"] = {"protocol_max_bandwidth_GBps": {"LL128": 200}}
+    s = parse_system(d, "my.json")
+    assert dict(s.dims[0].protocol_max_bandwidth_GBps) == {"LL": 80, "LL128": 200}

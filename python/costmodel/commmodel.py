@@ -149,12 +149,22 @@ def _step_latency_ns(steps: list[tuple[NetworkDim, int]]) -> float:
 
 
 def _link(system: SystemSpec, src: int, dst: int) -> tuple[NetworkDim, int]:
-    """The dimension a message src -> dst uses (first differing coordinate) and its hop count."""
+    """The dimension a message src -> dst is priced on and its hop count.
+
+    ASTRA-sim routes it in the first dimension where the coordinates differ (uncalibrated
+    systems keep that). On a calibrated system a message between ranks that differ in
+    several dimensions crosses each of them and runs at the slowest (the lowest bandwidth;
+    of equals, the outer dimension): GPU 7 to GPU 8 of two 8-GPU nodes is an InfiniBand
+    message, not an NVLink one."""
     a, b = system.coords(src), system.coords(dst)
-    for d, dim in enumerate(system.dims):
-        if a[d] != b[d]:
-            return dim, dim.hops(a[d], b[d])
-    raise CommModelError(f"ranks {src} and {dst} are the same device")
+    differ = [d for d in range(len(system.dims)) if a[d] != b[d]]
+    if not differ:
+        raise CommModelError(f"ranks {src} and {dst} are the same device")
+    d = differ[0]
+    if system.calibration is not None and len(differ) > 1:
+        d = min(reversed(differ), key=lambda j: _bw_Bpns(system.dims[j]))
+    dim = system.dims[d]
+    return dim, dim.hops(a[d], b[d])
 
 
 def _reduction_ns(system: SystemSpec, msg: int, dim: NetworkDim | None = None) -> int:
@@ -272,7 +282,13 @@ def phase_time_ns(
         else:
             msg = data // n
             after = data // n if kind == "reduce_scatter" else data
-        step = message_time_ns(dim, far, msg) + injection_ns
+        if system.calibration is not None and dim.topology == "Switch":
+            # the messages of a round leave through the NPU's one port to the switch and share
+            # its bandwidth (ASTRA-sim's congestion-unaware network runs them side by side):
+            # an all-to-all over NVSwitch moves (n-1)/n of the buffer through that port
+            step = message_time_ns(dim, far, w * msg) + injection_ns
+        else:
+            step = message_time_ns(dim, far, msg) + injection_ns
         red = _reduction_ns(system, msg, dim)
         if kind == "all_reduce":
             t = rounds * (step + red) + rounds * step + injection_ns
@@ -444,9 +460,15 @@ def _flat_ring_ns(system: SystemSpec, kind: str, size: int, group: tuple[int, ..
         fused = all(dim.calibrated for dim, _ in links)
         red = 0 if fused else _reduction_ns(system, msg)
         fixed = (sends + 1) * LOCAL_INJECTION_NS + reduced * red
-        worst = 0
-        for i in range(n):
-            worst = max(worst, sum(nets[(i - k) % n] for k in range(sends)))
+        if system.calibration is not None:
+            # every link of a ring carries all S messages: the slowest one bounds it (NCCL's
+            # multi-node ring runs at its inter-node bandwidth), where ASTRA-sim's
+            # congestion-unaware ring sums the links along each message's path
+            worst = sends * max(nets)
+        else:
+            worst = 0
+            for i in range(n):
+                worst = max(worst, sum(nets[(i - k) % n] for k in range(sends)))
         t = float(fixed + worst)
     total = _run_streams(streams, [(0, t)], system.astra_sim.active_chunks_per_dimension)
     # the ring's steps, at the slowest calibrated step latency among its links

@@ -296,6 +296,19 @@ def _calibration(where: str, raw, sources: dict[str, str]) -> dict[str, float]:
 MAX_SPEC_BYTES = 16 << 20
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicate_keys(pairs: list) -> dict:
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(k)
+        out[k] = v
+    return out
+
+
 def load_json_file(path: str) -> dict:
     try:
         with open(path, "rb") as fh:
@@ -308,7 +321,9 @@ def load_json_file(path: str) -> dict:
 
     try:
         with recursion_limit(2_000, at_least=False):  # json recurses on the C stack
-            return json.loads(raw)
+            return json.loads(raw, object_pairs_hook=_no_duplicate_keys)
+    except _DuplicateKey as err:
+        raise SpecError(f"{path}: key '{err.args[0]}' appears twice in one object (JSON keeps the last silently)") from None
     except json.JSONDecodeError as err:
         raise SpecError(f"{path}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}") from None
     except UnicodeDecodeError:

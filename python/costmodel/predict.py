@@ -98,7 +98,12 @@ def _coerce(text: str):
     return value
 
 
-def _set_path(doc, path: list[str], value, where: str) -> None:
+# objects a spec may lack that `--set` creates on the way (a dimension's calibration ...)
+_OPTIONAL_OBJECTS = {"calibration", "astra_sim", "protocols", "protocol_step_latency_ns", "protocol_max_bandwidth_GBps"}
+
+
+def _set_path(doc, path: list[str], value, where: str, prefix: str = "") -> None:
+    """Set `prefix + path` to value in the spec's JSON; JSON null removes the key."""
     cur = doc
     for i, key in enumerate(path[:-1]):
         if isinstance(cur, list):
@@ -106,8 +111,12 @@ def _set_path(doc, path: list[str], value, where: str) -> None:
                 raise PredictError(f"--set {where}: no element {key} (the list has {len(cur)})")
             cur = cur[int(key)]
         elif isinstance(cur, dict):
+            if key not in cur and value is not None and (key in _OPTIONAL_OBJECTS or (i > 0 and path[i - 1] == "protocols")):
+                cur[key] = {}
             if key not in cur:
-                raise PredictError(f"--set {where}: no key '{'.'.join(path[: i + 1])}' (keys: {', '.join(sorted(cur))})")
+                raise PredictError(
+                    f"--set {where}: no key '{prefix}{'.'.join(path[: i + 1])}' (keys: {', '.join(sorted(cur))})"
+                )
             cur = cur[key]
         else:
             raise PredictError(f"--set {where}: '{'.'.join(path[:i])}' is a value, not an object")
@@ -119,6 +128,11 @@ def _set_path(doc, path: list[str], value, where: str) -> None:
         return
     if not isinstance(cur, dict):
         raise PredictError(f"--set {where}: cannot set a key inside a value")
+    if value is None:  # null: what if the spec had no such key
+        if last not in cur:
+            raise PredictError(f"--set {where}: no key '{prefix}{'.'.join(path)}' to remove")
+        del cur[last]
+        return
     old = cur.get(last)
     if isinstance(old, dict) and "value" in old:
         cur[last] = {"value": value, "source": f"what-if: --set {where}"}
@@ -170,11 +184,11 @@ def apply_overrides(system: str, sets: list[str], tmpdir: str) -> tuple[str, str
             raise PredictError(f"--set {item}: the key must start with hardware., network.N. or system.")
         value = _coerce(raw)
         if parts[0] == "hardware":
-            _set_path(hw_doc, parts[1:], value, item)
+            _set_path(hw_doc, parts[1:], value, item, "hardware.")
         elif parts[0] == "network":
-            _set_path(sys_doc["network"], parts[1:], value, item)
+            _set_path(sys_doc["network"], parts[1:], value, item, "network.")
         else:
-            _set_path(sys_doc, parts[1:], value, item)
+            _set_path(sys_doc, parts[1:], value, item, "system.")
     label = f"{system} [{', '.join(sets)}]"
     for item in sets:
         _refuse_unused_latency(item, sys_doc, system)

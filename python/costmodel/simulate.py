@@ -397,6 +397,12 @@ def system_for_dir(trace: TraceDir):
     from . import systems
 
     info = (trace.manifest or {}).get("system") or {}
+    spec = info.get("spec")
+    if isinstance(spec, dict):  # the spec as the trace was written for it
+        try:
+            return systems.parse_system(spec, os.path.join(trace.directory, "manifest.json"))
+        except Exception:  # e.g. a hardware file that moved: the references below
+            pass
     for key in ("source", "name"):
         ref = info.get(key)
         if ref:

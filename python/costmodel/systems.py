@@ -584,8 +584,10 @@ def parse_system(data: dict, where: str) -> SystemSpec:
         )
 
         def inherited(own_table, own_step, key):
-            # a dimension's own value wins over the system's; its own step latency, single
-            # or per protocol, replaces the system's of either form
+            # a dimension's own value wins over the system's (caps per protocol: merged); its
+            # own step latency, single or per protocol, replaces the system's of either form
+            if key == "protocol_max_bandwidth_GBps" and own_table.get(key) is not None:
+                return tuple({**dict(calibration.tables.get(key) or ()), **dict(own_table[key])}.items())
             if own_table.get(key) is not None:
                 return own_table[key]
             if key == "protocol_step_latency_ns" and own_step is not None:

@@ -1259,7 +1259,11 @@ def system_summary(system) -> dict:
     }
     source = getattr(system, "source", None) or getattr(system, "path", None)
     if source:
-        out["source"] = str(source)
+        # a user's file by its absolute path: `costmodel simulate` runs from anywhere
+        out["source"] = os.path.abspath(source) if os.path.isfile(str(source)) else str(source)
+    to_json = getattr(system, "to_json", None)
+    if callable(to_json):
+        out["spec"] = to_json()  # the whole spec: the trace is priced as written, whatever the file becomes
     dims = getattr(system, "dims", None)
     if dims is not None:
         out["dims"] = [_dim_summary(d) for d in dims]
