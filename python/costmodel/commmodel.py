@@ -11,7 +11,9 @@ of ranks on a `SystemSpec`:
    does with `involved_dim` and no communicator group. Any other group runs as ASTRA-sim
    runs a communicator group smaller than the machine: one logical ring over the group's
    ranks in the order given (`flat`), each message routed in the first dimension where
-   sender and receiver differ, with ASTRA-sim's fixed 10 ns local injection delay.
+   sender and receiver differ, with ASTRA-sim's fixed 10 ns local injection delay (a
+   calibrated system: in the slowest of the dimensions they differ in, the ring at its
+   slowest link; docs/communication-model.md).
 2. Chunking: the buffer is split into `preferred_dataset_splits` chunks (at least
    `num_npus` bytes each unless all-gather, as Sys::determine_chunk_size); each chunk
    is a stream of phases (one per involved dimension; all-reduce with `localBWAware` is
@@ -35,9 +37,12 @@ Calibration (a system spec's `calibration` block, docs/communication-model.md): 
 message on a calibrated dimension runs at the achievable bandwidth `bandwidth *
 bus_efficiency` (the value network.yml holds, so ASTRA-sim sees it too) and its local
 reduction is not charged (the measured busbw includes it: NCCL reduces inside the copy
-kernel); a communication op that moves data costs `collective_latency_ns` more, once (NCCL
-base latency + XLA's NCCL kernel launch overhead; ASTRA-sim has no such term). Without the
-block nothing changes and the times are bit-for-bit ASTRA-sim's.
+kernel); a communication op that moves data costs `collective_latency_ns` more, once (XLA's
+NCCL kernel launch overhead, and NCCL's base latency where the spec has no protocols;
+ASTRA-sim has no such term); a calibrated step latency replaces the per-message latency;
+with `protocols` (NCCL's LL / LL128 / Simple) the collective is priced once per protocol,
+with its base latency, step latencies and share of the bandwidth, and runs with the
+fastest. Without the block nothing changes and the times are bit-for-bit ASTRA-sim's.
 """
 
 from __future__ import annotations
@@ -107,7 +112,7 @@ class CollectivePlan:
 
 def _bw_Bpns(dim: NetworkDim) -> float:
     # astra-network-analytical bw_GBps_to_Bpns: bw * 2^30 / 1e9, on the value network.yml holds
-    # (times the bandwidth factor of the protocol priced, 1.0 outside `_with_protocol`)
+    # (times the bandwidth factor of the protocol priced, 1.0 outside `_protocol_variants`)
     return astra_bandwidth(dim) * dim.bandwidth_factor * (1 << 30) / 1_000_000_000
 
 
