@@ -385,6 +385,32 @@ def test_all_to_all_over_a_switch_shares_the_ports_bandwidth():
     assert (4 - 1) / 4 * D / t4 > 2.5 * 150 * 0.82
 
 
+def test_communicator_groups_run_as_nccl_runs_them_on_a_calibrated_system():
+    """A group that is every combination of per-dimension coordinate sets (two whole nodes
+    of four, GPUs 0 and 4 of every node) runs hierarchically over those sets, each rank on
+    its own links; an all-to-all over any other group sends to every peer at once, the
+    messages through one dimension's port sharing it."""
+    s = load_system("dgx-h100-x4nodes")
+    D = 128 << 20
+    t32, _ = collective_time_ns(s, "all_reduce", D, range(32))
+    t16, algo = collective_time_ns(s, "all_reduce", D, range(16))  # nodes 0 and 1
+    assert algo.startswith("hierarchical:reduce_scatter@dim0") and t16 < 1.2 * t32
+    # GPUs 0 and 4 of each node: reduce-scatter over the pair, an all-reduce of D/2 over
+    # the 4 nodes on InfiniBand (50 GB/s per GPU), all-gather over the pair
+    t, algo = collective_time_ns(s, "all_reduce", D, range(0, 32, 4))
+    ib = 2 * (4 - 1) / 4 * (D / 2) / 50  # ns
+    assert algo.startswith("hierarchical:") and ib < t < 1.3 * ib
+    # all-to-all over two nodes: half of each rank's buffer crosses its own NIC
+    A = 8 << 20
+    a16, algo = collective_time_ns(s, "all_to_all", A, range(16))
+    assert algo.startswith("hierarchical:all_to_all@dim0:direct") and a16 < 2 * (8 * A / 16 / 50)
+    # not a product (a ring over 4 nodes and back): every peer at once, per port; GPU 1's
+    # three InfiniBand messages of each of the 4 chunks share its NIC
+    g = [0, 8, 16, 24, 1]
+    t, algo = collective_time_ns(s, "all_to_all", A, g)
+    assert algo == "flat-direct/Simple" and t >= 4 * net(0, 3 * (A // 4 // 5), 50 / GIB, hops=2)
+
+
 def test_per_dimension_calibration_on_the_multi_node_system():
     s = load_system("dgx-h100-x4nodes")
     assert s.dims[0].bus_efficiency == 0.82 and s.dims[1].bus_efficiency is None  # InfiniBand: datasheet

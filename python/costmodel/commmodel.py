@@ -345,8 +345,11 @@ def _chunks(system: SystemSpec, kind: str, size: int) -> tuple[int, int]:
     return math.ceil(size / chunk), chunk
 
 
-def _phases(system: SystemSpec, kind: str, involved: tuple[bool, ...]):
-    """[(queue dimension, phase kind, implementation, dimension, n)] of one stream."""
+def _phases(system: SystemSpec, kind: str, involved: tuple[bool, ...], sizes: tuple[int, ...] | None = None):
+    """[(queue dimension, phase kind, implementation, dimension, n)] of one stream; `sizes`:
+    the ranks taking part per dimension (default: all of its npus_count)."""
+    if sizes is not None:
+        return [(q, pk, impl, dim, sizes[q]) for q, pk, impl, dim, _n in _phases(system, kind, involved)]
     dims = [d for d in range(len(system.dims)) if involved[d] and system.dims[d].npus_count > 1]
     impls = system.collectives[kind]
     first = impls[dims[0]] if dims else "ring"
@@ -422,8 +425,8 @@ def _run_streams(num_streams: int, phase_times: list[tuple[int, float]], capacit
     return end
 
 
-def _hierarchical_ns(system: SystemSpec, kind: str, size: int, involved) -> tuple[float, str]:
-    phases = _phases(system, kind, involved)
+def _hierarchical_ns(system: SystemSpec, kind: str, size: int, involved, sizes=None) -> tuple[float, str]:
+    phases = _phases(system, kind, involved, sizes)
     if not phases:
         return 0.0, "none"
     streams, chunk = _chunks(system, kind, size)
@@ -442,6 +445,48 @@ def _hierarchical_ns(system: SystemSpec, kind: str, size: int, involved) -> tupl
     return total, "+".join(names) if len(phases) == 1 else "hierarchical:" + "/".join(
         f"{pk}@dim{q}:{impl}" for q, pk, impl, _, _ in phases
     )
+
+
+def _product_sizes(system: SystemSpec, group: tuple[int, ...]) -> tuple[tuple[bool, ...], tuple[int, ...]] | None:
+    """(involved dimensions, ranks per dimension) when the group is every combination of a
+    set of coordinates per dimension (two whole nodes of four; GPUs 0 and 4 of every node),
+    on dimensions whose links are all alike (Switch, FullyConnected); else None."""
+    coords = [system.coords(r) for r in group]
+    sets = [sorted({c[d] for c in coords}) for d in range(len(system.dims))]
+    if math.prod(len(x) for x in sets) != len(group) or len(set(coords)) != len(group):
+        return None
+    involved = tuple(len(x) > 1 for x in sets)
+    if any(inv and system.dims[d].topology == "Ring" for d, inv in enumerate(involved)):
+        return None
+    return involved, tuple(len(x) for x in sets)
+
+
+def _flat_all_to_all_ns(system: SystemSpec, size: int, group: tuple[int, ...]) -> tuple[float, str]:
+    """An all-to-all over a communicator group on a calibrated system, NCCL's way: every
+    rank sends D/n to each peer at once; the messages that leave through one dimension's
+    port share it, the dimensions' ports run side by side."""
+    n = len(group)
+    streams, chunk = _chunks(system, "all_to_all", size)
+    msg = chunk // n
+    worst = 0
+    slowest = None
+    for i in range(n):
+        per_dim: dict = {}
+        for j in range(n):
+            if i != j:
+                dim, hops = _link(system, group[i], group[j])
+                k = id(dim)
+                count, _dim, far = per_dim.get(k, (0, dim, 0))
+                per_dim[k] = (count + 1, dim, max(far, hops))
+        for count, dim, far in per_dim.values():
+            worst = max(worst, message_time_ns(dim, far, count * msg))
+            if dim.step_latency_ns is not None and (slowest is None or dim.step_latency_ns > slowest.step_latency_ns):
+                slowest = dim
+    t = float(worst + 2 * LOCAL_INJECTION_NS)
+    total = _run_streams(streams, [(0, t)], system.astra_sim.active_chunks_per_dimension)
+    if slowest is not None:
+        total += _step_latency_ns([(slowest, 1)])
+    return total, "flat-direct"
 
 
 def _flat_ring_ns(system: SystemSpec, kind: str, size: int, group: tuple[int, ...]) -> tuple[float, str]:
@@ -575,6 +620,15 @@ def _network_time_ns(system: SystemSpec, kind: str, comm_bytes: int, group, algo
         impl = resolve_algorithm(algorithm)
         if implements(impl, kind):  # otherwise the system's own implementation (see docstring)
             system = _with_impl(system, kind, impl)
+    if plan.flat and system.calibration is not None:
+        # a calibrated system prices a communicator group as NCCL runs it: a product of
+        # per-dimension coordinate sets hierarchically over those sets (each rank's own
+        # link in every dimension, all of them at once), an all-to-all directly
+        product = _product_sizes(system, plan.group)
+        if product is not None:
+            return _hierarchical_ns(system, kind, comm_bytes, product[0], product[1])
+        if kind == "all_to_all":
+            return _flat_all_to_all_ns(system, comm_bytes, plan.group)
     if plan.flat:
         return _flat_ring_ns(system, kind, comm_bytes, plan.group)
     return _hierarchical_ns(system, kind, comm_bytes, plan.involved_dims)

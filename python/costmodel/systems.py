@@ -505,16 +505,20 @@ def _calibration_block(where: str, prefix: str, raw, allowed: set, sources: dict
 def _check_protocol_tables(where: str, protocols: tuple[Protocol, ...], blocks: list[tuple[str, dict]]) -> None:
     """Protocol tables name known protocols, and a step-latency table every one of them."""
     names = [p.name for p in protocols]
+    if not protocols:
+        tables = [f"{prefix}calibration.{key}" for prefix, block in blocks for key in _PROTOCOL_TABLES
+                  if block.get(key) is not None]
+        if tables:
+            more = f" (so do: {', '.join(tables[1:])})" if len(tables) > 1 else ""
+            raise SpecError(
+                f"{where}: '{tables[0]}' needs the protocols it names in the top-level "
+                f"'calibration.protocols'{more}"
+            )
     for prefix, block in blocks:
         for key in _PROTOCOL_TABLES:
             rows = block.get(key)
             if rows is None:
                 continue
-            if not protocols:
-                raise SpecError(
-                    f"{where}: '{prefix}calibration.{key}' needs the protocols it names in the top-level "
-                    f"'calibration.protocols'"
-                )
             for pname, _v in rows:
                 if pname not in names:
                     raise SpecError(
