@@ -436,6 +436,11 @@ def test_per_dimension_calibration_on_the_multi_node_system():
     # charged (the ring crosses the uncalibrated dimension)
     msg = D // 4 // 5
     assert algo == "flat-ring/LL128" and t > LAUNCH + 8 * NET_STEP["LL128"] + 4 * 8 * net(0, msg, 50 * 0.92 / GIB)
+    # a tiny one: latency only; 8 steps shared by the ring's links at their own step
+    # latencies (4 InfiniBand, 1 NVLink), as NCCL's tuner splits intra- and inter-node steps
+    tiny, algo = collective_time_ns(s, "all_reduce", 64, group)
+    latency = LAUNCH + BASE["LL"] + 8 * (4 * NET_STEP["LL"] + NVLINK_STEP["LL"]) / 5
+    assert algo == "flat-ring/LL" and latency <= tiny < latency + 1000
     inside, _ = collective_time_ns(s, "all_reduce", D, [0, 1, 2, 3, 4])  # the same ring inside one node
     assert t > 3 * inside
     # one message between GPU 7 of node 0 and GPU 0 of node 1 is an InfiniBand message

@@ -521,11 +521,11 @@ def _flat_ring_ns(system: SystemSpec, kind: str, size: int, group: tuple[int, ..
                 worst = max(worst, sum(nets[(i - k) % n] for k in range(sends)))
         t = float(fixed + worst)
     total = _run_streams(streams, [(0, t)], system.astra_sim.active_chunks_per_dimension)
-    # the ring's steps, at the slowest calibrated step latency among its links
+    # the ring's steps at its links' calibrated step latencies, as NCCL's tuner: each link's
+    # share of the steps at its own ((nsteps - nInterSteps) x intraLat + nInterSteps x interLat)
     stepped = [dim for dim, _h in (_link(system, group[i - 1], group[i]) for i in range(n)) if dim.step_latency_ns is not None]
     if stepped:
-        slowest = max(stepped, key=lambda d: d.step_latency_ns)
-        total += _step_latency_ns([(slowest, _phase_steps(kind, impl, n))])
+        total += _phase_steps(kind, impl, n) * sum(d.step_latency_ns for d in stepped) / n
     return total, f"flat-{impl}"
 
 
