@@ -492,12 +492,13 @@ def test_calibrated_system_exporter_and_simulator_agree(annotate, tmp_path, text
         assert sim.ranks[0].comm_busy_ns == pytest.approx(t_cal, abs=1)
         assert res["plain"][1].ranks[0].comm_busy_ns == pytest.approx(t_plain, abs=1)
         # calibrated: 4 chunks of a ring all-reduce over 4 GPUs, each 6 messages of a
-        # quarter chunk (64 KiB) at 78% of 100 GB/s x 0.92 (NCCL's LL128, the fastest at
-        # 1 MiB) and no latency of their own, 7 injections of 10 ns; then the 6 ring steps
-        # at LL128's 1.9 us, its 14 us base latency and XLA's 5 us launch once
-        assert collective_time_ns(cal, "all_reduce", nbytes, range(4))[1] == "ring/LL128"
-        msg_ns = math.floor(nbytes // 4 // 4 / (100 * 0.78 * 0.92))
-        assert t_cal == 4 * (6 * msg_ns + 7 * 10) + 6 * 1900 + 14000 + 5000
+        # quarter chunk (64 KiB) over a GPU's 3 links at once (NCCL's rings over the fully
+        # connected board), at NCCL's LL (the fastest at 1 MiB): 0.5 x 3 x 78% of 100 GB/s,
+        # capped at its 87.7 GB/s, and no latency of their own; 7 injections of 10 ns; then
+        # the 6 ring steps at LL's 0.6 us, its 6.6 us base latency and XLA's 5 us launch once
+        assert collective_time_ns(cal, "all_reduce", nbytes, range(4))[1] == "ring/LL"
+        msg_ns = math.floor(nbytes // 4 // 4 / min(0.5 * 3 * 100 * 0.78, 87.7))
+        assert t_cal == pytest.approx(4 * (6 * msg_ns + 7 * 10) + 6 * 600 + 6600 + 5000, abs=4 * 6)
 
 
 # -- re-timing a template (costmodel predict: one graph per fusion policy) ----------------

@@ -110,21 +110,44 @@ class CollectivePlan:
     flat: bool
 
 
-def _bw_Bpns(dim: NetworkDim) -> float:
+def _bw_Bpns(dim: NetworkDim, links: int = 1) -> float:
     # astra-network-analytical bw_GBps_to_Bpns: bw * 2^30 / 1e9, on the value network.yml holds
-    # (times the bandwidth factor of the protocol priced, 1.0 outside `_protocol_variants`)
-    return astra_bandwidth(dim) * dim.bandwidth_factor * (1 << 30) / 1_000_000_000
+    # (times the bandwidth factor of the protocol priced, 1.0 outside `_protocol_variants`);
+    # `links`: links driven at once (the rings of a calibrated FullyConnected dimension), the
+    # protocol's cap on their total
+    factor = dim.bandwidth_factor
+    if links > 1:
+        factor *= links
+        if dim.bandwidth_cap_factor is not None:
+            factor = min(factor, dim.bandwidth_cap_factor)
+    return astra_bandwidth(dim) * factor * (1 << 30) / 1_000_000_000
 
 
-def message_time_ns(dim: NetworkDim, hops: int, nbytes: int) -> int:
+def message_time_ns(dim: NetworkDim, hops: int, nbytes: int, links: int = 1) -> int:
     """One message in the congestion-unaware network: floor(hops * latency + bytes / bandwidth),
     bandwidth the dimension's achievable one (`bandwidth_GBps * bus_efficiency`, as network.yml).
     On a dimension with a calibrated `step_latency_ns` a message carries no latency of its
-    own: the collective pays that latency once per step (`_step_latency_ns`)."""
+    own: the collective pays that latency once per step (`_step_latency_ns`). `links` > 1:
+    the message is split over that many links side by side (`_ring_links`)."""
     if nbytes <= 0 and hops <= 0:
         return 0
     latency = 0.0 if dim.step_latency_ns is not None else hops * dim.latency_ns
-    return int(latency + nbytes / _bw_Bpns(dim))
+    return int(latency + nbytes / _bw_Bpns(dim, links))
+
+
+def _ring_links(system: SystemSpec, kind: str, dim: NetworkDim, n: int) -> int:
+    """Links a rank's ring phase over n ranks of `dim` drives at once.
+
+    ASTRA-sim's ring sends to one neighbour: one link (uncalibrated systems keep that). On a
+    calibrated system a FullyConnected dimension has a link to every peer, and NCCL / RCCL
+    run several rings (channels) over different orderings of the ranks, so a rank's n - 1
+    links all carry the collective's data: its bus bandwidth is (n - 1) x per-pair
+    bandwidth x bus_efficiency, which is how the presets' bus_efficiency is defined
+    (a measured busbw over the aggregate per-GPU bandwidth; mi300x-x8: 312.9 of 7 x 64 GB/s).
+    An all-to-all's ring relays messages through its neighbours: one link."""
+    if system.calibration is None or dim.topology != "FullyConnected" or n <= 2 or kind == "all_to_all":
+        return 1
+    return n - 1
 
 
 def _phase_steps(kind: str, impl: str, n: int) -> int:
@@ -273,7 +296,8 @@ def phase_time_ns(
     if base in ("ring", "oneRing"):
         sends, reduced, msg, after = _ring_counts(kind, n, data)
         hop = dim.hops(0, 1)
-        t = sends * message_time_ns(dim, hop, msg) + (sends + 1) * injection_ns
+        links = _ring_links(system, kind, dim, n)
+        t = sends * message_time_ns(dim, hop, msg, links) + (sends + 1) * injection_ns
         t += reduced * _reduction_ns(system, msg, dim)
         return float(t), after
     if base in ("direct", "oneDirect"):
@@ -580,13 +604,14 @@ def _protocol_variants(system: SystemSpec) -> list:
     for proto in system.calibration.protocols:
         dims = []
         for dim in system.dims:
-            factor = proto.bandwidth_factor
+            factor, cap_factor = proto.bandwidth_factor, None
             cap = dict(dim.protocol_max_bandwidth_GBps or ()).get(proto.name)
             if cap is not None:  # NCCL: busBw = min(cap, busBw x factor)
-                factor = min(factor, cap / (dim.bandwidth_GBps * (dim.bus_efficiency or 1.0)))
+                cap_factor = cap / (dim.bandwidth_GBps * (dim.bus_efficiency or 1.0))
+                factor = min(factor, cap_factor)
             steps = dim.protocol_step_latency_ns
             step = dict(steps)[proto.name] if steps is not None else dim.step_latency_ns
-            dims.append(replace(dim, bandwidth_factor=factor, step_latency_ns=step))
+            dims.append(replace(dim, bandwidth_factor=factor, bandwidth_cap_factor=cap_factor, step_latency_ns=step))
         out.append((proto, replace(system, dims=tuple(dims))))
     if len(_VARIANTS) > 64:
         _VARIANTS.clear()

@@ -180,6 +180,10 @@ class NetworkDim:
     # the fraction of `astra_bandwidth` a message reaches: 1.0 in a spec; the communication
     # model sets a protocol's bandwidth_factor (capped) on the dimensions it prices with it
     bandwidth_factor: float = 1.0
+    # the factor at which the protocol's bandwidth cap binds (cap / (bandwidth_GBps x
+    # bus_efficiency)), None: no cap; set with `bandwidth_factor` by the communication model,
+    # so that a ring driving several links at once is capped on its total, as NCCL's busBw
+    bandwidth_cap_factor: float | None = None
 
     @property
     def calibrated(self) -> bool:
