@@ -386,3 +386,18 @@ def test_a_cudnn_call_adds_the_measured_idle_once():
     assert "library_idle_ns" not in ir.DictAttr(dot.ops("stablehlo.dot_general")[0].attributes["costmodel.kernel_cost"])
     _, kc = _conv_kernel(CONV.format(c=64, g=1), hw="a100-40gb")
     assert "library_call_idle_ns" not in load_hardware("a100-40gb").calibration and "library_idle_ns" not in kc
+
+
+def test_a_stem_on_hardware_without_channel_padding_is_marked_unpadded():
+    """mi300x has neither gemm_tile_k nor conv_channel_multiple: a 3-channel stem runs
+    unpadded (no measured K tile to pad to) and its detail says so, for `costmodel predict`
+    to note; with both (h100-sxm) or with channels a multiple of 8 nothing is marked."""
+    cal = load_hardware("mi300x").calibration
+    assert "gemm_tile_k" not in cal and "conv_channel_multiple" not in cal
+    _, kc = _conv_kernel(CONV.format(c=3, g=1), hw="mi300x")
+    assert ir.IntegerAttr(kc["unpadded_channels"]).value == 3
+    assert "channel_efficiency" not in kc and "padded_channels" not in kc
+    _, kc = _conv_kernel(CONV.format(c=8, g=1), hw="mi300x")
+    assert "unpadded_channels" not in kc
+    _, kc = _conv_kernel(CONV.format(c=3, g=1), hw="h100-sxm")
+    assert "unpadded_channels" not in kc and "padded_channels" in kc

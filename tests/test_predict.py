@@ -375,6 +375,24 @@ func.func @main(%x: tensor<8x56x56x64xbf16>, %w: tensor<3x3x64x64xbf16>) -> tens
     assert "idle" not in notes[("h100-sxm-x4", "calibrated")] and "idle" not in notes[("a100-40gb-x4", "roofline")]
 
 
+def test_unpadded_stem_is_said(tmp_path):
+    """A 3-channel stem on hardware without gemm_tile_k / conv_channel_multiple (mi300x)
+    runs unpadded: the calibrated row says so and names the missing keys; NVIDIA rows,
+    which pad it, do not."""
+    p = tmp_path / "stem.mlir"
+    p.write_text("""
+func.func @main(%x: tensor<8x224x224x3xbf16>, %w: tensor<7x7x3x64xbf16>) -> tensor<8x112x112x64xbf16> {
+  %y = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [2, 2], pad = [[3, 3], [3, 3]]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<8x224x224x3xbf16>, tensor<7x7x3x64xbf16>) -> tensor<8x112x112x64xbf16>
+  return %y : tensor<8x112x112x64xbf16>
+}
+""")
+    res = predict(str(p), systems=["mi300x-x8", "dgx-h100"], backends=["roofline", "calibrated"], top=0)
+    notes = {(r.system, r.backend): " ".join(r.notes) for r in res.rows}
+    assert ("1 convolution with input channels per filter tap not a multiple of 8 (an image stem: 3) runs unpadded: "
+            "mi300x has no gemm_tile_k / conv_channel_multiple") in notes[("mi300x-x8", "calibrated")]
+    assert "unpadded" not in notes[("dgx-h100", "calibrated")] and "unpadded" not in notes[("mi300x-x8", "roofline")]
+
+
 def test_unknown_trip_count_option(tmp_path, capsys):
     """--unknown-trip-count N runs a data-dependent loop N times (no warning); a bad value
     is a one-line error."""

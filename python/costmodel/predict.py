@@ -543,7 +543,9 @@ def _unmeasured(module, hw, backend: str, fusion: str) -> list[str]:
     (docs/backends.md): scatters on hardware without scatter_element_ns are costed by
     their bytes only (on an H100 the ResNet max-pool gradient's atomics take 0.8 ms
     more); cuDNN convolutions on a GPU without library_call_idle_ns carry no idle time
-    around their calls (4.75 us per call on an H100)."""
+    around their calls (4.75 us per call on an H100); convolutions with few input channels
+    per filter tap on hardware without gemm_tile_k or conv_channel_multiple run
+    unpadded."""
     if backend != "calibrated":
         return []
     from .kernels.report import collect_kernels
@@ -565,6 +567,15 @@ def _unmeasured(module, hw, backend: str, fusion: str) -> list[str]:
                          f"{'them' if many else 'it'}: {hw.name} has no measured "
                          "library_call_idle_ns (the GPU's idle at and within each convolution library call: cuDNN, MIOpen; docs/backends.md), so "
                          "this step is likely low")
+    if not ("gemm_tile_k" in hw.calibration and "conv_channel_multiple" in hw.calibration):
+        kernels = kernels if kernels is not None else collect_kernels(module)
+        convs = sum(k.executions for k in kernels if k.conv and "unpadded_channels" in k.detail)
+        if convs:
+            missing = " / ".join(key for key in ("gemm_tile_k", "conv_channel_multiple") if key not in hw.calibration)
+            notes.append(f"{convs:,.0f} convolution{'s' if convs != 1 else ''} with input channels per filter tap not a "
+                         f"multiple of 8 (an image stem: 3) run{'' if convs != 1 else 's'} unpadded: {hw.name} has no "
+                         f"{missing} (the convolution library's K tile and channel padding; docs/backends.md; on the "
+                         "NVIDIA presets a 3-channel stem uses 3 of each 64-deep K step), so this step is likely low")
     return notes
 
 

@@ -271,6 +271,11 @@ class CalibratedBackend:
         if padded is not None:
             detail["padded_channels"] = padded
             detail["padding_ns"] = padding_ns
+        if (gemm is not None and gemm.conv_kind and gemm.channels_per_tap
+                and gemm.channels_per_tap % 8 and (self.tile_k is None or self.channel_multiple is None)):
+            # a spec without the library's K tile or channel padding runs such a
+            # convolution (the 3-channel image stem) unpadded: `costmodel predict` says so
+            detail["unpadded_channels"] = int(gemm.channels_per_tap)
         if scatter_ns:
             detail["scatter_atomic_ns"] = scatter_ns
         if idle_ns:
