@@ -551,3 +551,43 @@ def test_a_latency_override_the_model_would_not_use_is_refused(model):
 def test_a_plot_path_that_cannot_be_written_is_refused_first(tmp_path, model, capsys):
     rc, out, err = run_cli(capsys, "predict", model, "--system", "h100-sxm-x4", "--plot", str(tmp_path / "no" / "x.png"))
     assert rc == 1 and "--plot" in err and "no directory" in err and out == ""
+
+
+TWO_ALL_REDUCES = """
+module @dp2 attributes {mhlo.num_replicas = 4 : i32, mhlo.num_partitions = 1 : i32} {
+  func.func public @main(%a: tensor<1024x1024xf32>, %b: tensor<1024x1024xf32>) -> (tensor<1024x1024xf32>, tensor<1024x1024xf32>) {
+    %0 = "stablehlo.all_reduce"(%a) <{replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>}> ({
+    ^bb0(%x: tensor<f32>, %y: tensor<f32>):
+      %t = stablehlo.add %x, %y : tensor<f32>
+      stablehlo.return %t : tensor<f32>
+    }) : (tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+    %1 = "stablehlo.all_reduce"(%b) <{replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>}> ({
+    ^bb0(%x: tensor<f32>, %y: tensor<f32>):
+      %t = stablehlo.add %x, %y : tensor<f32>
+      stablehlo.return %t : tensor<f32>
+    }) : (tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+    return %0, %1 : tensor<1024x1024xf32>, tensor<1024x1024xf32>
+  }
+}
+"""
+
+
+def test_a_table_of_gpus_and_tpus_says_which_rows_were_combined(tmp_path):
+    """XLA GPU's combiner runs on the xla-gpu rows only: a table with a TPU row says so per
+    compiler; a backend the first system cannot run (calibrated on a TPU) has its speedups
+    against another system, and the table says which."""
+    p = tmp_path / "dp2.mlir"
+    p.write_text(TWO_ALL_REDUCES)
+    res = predict(str(p), systems=["tpu-v3-8", "a100-40gb-x4"], backends=["roofline", "calibrated"], top=0)
+    assert res.program["combined"] == ("xla-gpu rows: all-reduces 2 -> 1 (XLA GPU's combiner); "
+                                       "xla-tpu rows: all-reduces not combined")
+    assert res.program["speedup_against"] == {"roofline": "tpu-v3-8", "calibrated": "a100-40gb-x4"}
+    from costmodel.predict import render_table
+
+    text = render_table(res)
+    assert "note: speedups are against the first row of each backend: roofline rows against tpu-v3-8, " \
+           "calibrated rows against a100-40gb-x4" in text
+    # GPUs alone: one compiler, one baseline
+    res = predict(str(p), systems=["a100-40gb-x4", "h100-sxm-x4"], backends=["roofline", "calibrated"], top=0)
+    assert res.program["combined"] == "all-reduces 2 -> 1 (XLA GPU's combiner)"
+    assert "speedup_against" not in res.program

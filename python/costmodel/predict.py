@@ -344,6 +344,7 @@ def _predict(
             templates: dict = {}  # one Chakra template graph per (policy, backend): retime_template
             memory_by_policy: dict = {}  # and one memory analysis
             combined_by_policy: dict = {}  # what the all-reduce combiner did
+            policies_seen: set = set()
             top_kernels: list[dict] = []
             top_of = ""
             total = len(scenarios) * len(backends)
@@ -394,6 +395,7 @@ def _predict(
                             if warned:
                                 program["warnings"] = warned
                         policy = str(_summary(clone).get("fusion", "none"))
+                        policies_seen.add(policy)
                         if combine if combine is not None else compiler_combines(policy):
                             # after fusion, as XLA runs it (costmodel.combiner)
                             stats = combine_all_reduces(clone)
@@ -475,13 +477,27 @@ def _predict(
             program["skipped"] = skipped
         # speedup: against the first system with a row of the same backend
         base: dict[str, float] = {}
+        base_system: dict[str, str] = {}
         for r in rows:
             base.setdefault(r.backend, r.step_time_ms)
+            base_system.setdefault(r.backend, r.system)
             r.speedup = base[r.backend] / r.step_time_ms if (r.step_time_ms and base[r.backend]) else None
             if not r.step_time_ms:
                 r.notes.append("the program runs no kernel and no collective here: its step takes no time, and has no speedup")
+        if len(set(base_system.values())) > 1:
+            # a backend some systems cannot run (calibrated on a TPU preset): its speedups
+            # have another baseline; say which
+            program["speedup_against"] = dict(base_system)
         if combined_by_policy:
-            program["combined"] = "; ".join(f"{v}" if len(combined_by_policy) == 1 else f"{k}: {v}" for k, v in sorted(combined_by_policy.items()))
+            if policies_seen - set(combined_by_policy):
+                # rows of several compilers: say which were combined and which were not
+                labels = {k: f"{k} rows: {v}" for k, v in combined_by_policy.items()}
+                labels |= {k: f"{k} rows: all-reduces not combined" for k in policies_seen - set(combined_by_policy)}
+                program["combined"] = "; ".join(v for _k, v in sorted(labels.items()))
+            else:
+                program["combined"] = "; ".join(
+                    f"{v}" if len(combined_by_policy) == 1 else f"{k}: {v}" for k, v in sorted(combined_by_policy.items())
+                )
         return PredictResult(os.path.abspath(path) if path != "-" else "<stdin>", program, rows, top_kernels, top_of)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -672,6 +688,9 @@ def render_table(res: PredictResult) -> str:
         lines.append(f"note: {res.program['not_costed']}")
     for why in res.program.get("skipped", []):
         lines.append(f"note: no row for {why}")
+    if res.program.get("speedup_against"):
+        lines.append("note: speedups are against the first row of each backend: "
+                     + ", ".join(f"{b} rows against {s}" for b, s in res.program["speedup_against"].items()))
     for r in res.rows:
         for note in r.notes:
             lines.append(f"note: {r.system} / {r.backend}: {note}")
