@@ -591,3 +591,18 @@ def test_a_table_of_gpus_and_tpus_says_which_rows_were_combined(tmp_path):
     res = predict(str(p), systems=["a100-40gb-x4", "h100-sxm-x4"], backends=["roofline", "calibrated"], top=0)
     assert res.program["combined"] == "all-reduces 2 -> 1 (XLA GPU's combiner)"
     assert "speedup_against" not in res.program
+
+
+def test_set_system_hardware_picks_the_hardware_the_hardware_keys_change(model, capsys):
+    """--set system.hardware=NAME runs the system on that hardware (it was ignored: the
+    hardware was read before the overrides), and the hardware. keys change that one; an
+    unknown name is a one-line error."""
+    base = predict(model, systems=["a100-40gb-x4"], top=0).rows[0]
+    swapped = predict(model, systems=["h100-sxm-x4"], sets=["system.hardware=a100-40gb"], top=0).rows[0]
+    # the same hardware (its compute), on the H100 board's network
+    assert swapped.compute_ms == base.compute_ms and swapped.hbm_GiB == base.hbm_GiB and swapped.hardware == "a100-40gb"
+    faster = predict(model, systems=["h100-sxm-x4"], sets=["hardware.memory_bandwidth_GBps=15550",
+                                                         "system.hardware=a100-40gb"], top=0).rows[0]
+    assert faster.hbm_GiB == base.hbm_GiB and faster.compute_ms < base.compute_ms
+    rc, _, err = run_cli(capsys, "predict", model, "--system", "h100-sxm-x4", "--set", "system.hardware=nope")
+    assert rc == 1 and err.startswith("costmodel: error: --set on h100-sxm-x4: 'hardware': unknown hardware 'nope' (known: a100-40gb")

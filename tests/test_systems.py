@@ -1,4 +1,5 @@
 import json
+from importlib.resources import files
 
 import pytest
 
@@ -372,3 +373,19 @@ def test_a_dimensions_protocol_caps_merge_with_the_systems():
     d["network"][0]["calibration"] = {"protocol_max_bandwidth_GBps": {"LL128": 200}}
     s = parse_system(d, "my.json")
     assert dict(s.dims[0].protocol_max_bandwidth_GBps) == {"LL": 80, "LL128": 200}
+
+
+def test_a_relative_hardware_path_is_relative_to_the_system_file(tmp_path, monkeypatch):
+    """A user system file naming its hardware by a relative path finds it beside itself,
+    from any working directory (it was resolved against the working directory)."""
+    spec = json.loads(files("costmodel").joinpath("data/systems/h100-sxm-x4.json").read_text())
+    hw = json.loads(files("costmodel").joinpath("data/hardware/h100-sxm.json").read_text())
+    hw["name"] = "my-h100"
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "myhw.json").write_text(json.dumps(hw))
+    spec["hardware"] = "myhw.json"
+    (tmp_path / "specs" / "sys.json").write_text(json.dumps(spec))
+    for cwd in (tmp_path, tmp_path / "specs"):
+        monkeypatch.chdir(cwd)
+        s = load_system(str(tmp_path / "specs" / "sys.json"))
+        assert s.hardware == str(tmp_path / "specs" / "myhw.json")

@@ -173,8 +173,11 @@ def apply_overrides(system: str, sets: list[str], tmpdir: str) -> tuple[str, str
     from .hardware import parse_hardware, read_preset_or_file
     from .systems import parse_system
 
-    sys_doc, _ = read_preset_or_file("systems", system)
-    hw_doc, _ = read_preset_or_file("hardware", sys_doc["hardware"])
+    from .systems import resolve_hardware_path
+
+    sys_doc, where = read_preset_or_file("systems", system)
+    resolve_hardware_path(sys_doc, where if where == system else None)
+    parsed = []
     for item in sets:
         if "=" not in item:
             raise PredictError(f"--set expects KEY=VALUE, got '{item}'")
@@ -182,13 +185,23 @@ def apply_overrides(system: str, sets: list[str], tmpdir: str) -> tuple[str, str
         parts = key.strip().split(".")
         if len(parts) < 2 or parts[0] not in ("hardware", "network", "system"):
             raise PredictError(f"--set {item}: the key must start with hardware., network.N. or system.")
-        value = _coerce(raw)
+        parsed.append((item, parts, _coerce(raw)))
+    # the system's own keys first: `system.hardware=NAME` picks the hardware that the
+    # `hardware.` keys then change
+    for item, parts, value in parsed:
+        if parts[0] == "network":
+            _set_path(sys_doc["network"], parts[1:], value, item, "network.")
+        elif parts[0] == "system":
+            _set_path(sys_doc, parts[1:], value, item, "system.")
+    if not isinstance(sys_doc.get("hardware"), str) or not sys_doc["hardware"]:
+        raise PredictError(f"--set on {system}: 'hardware' must be a hardware preset name or a .json path")
+    try:
+        hw_doc, _ = read_preset_or_file("hardware", sys_doc["hardware"])
+    except SpecError as err:
+        raise PredictError(f"--set on {system}: 'hardware': {err}") from None
+    for item, parts, value in parsed:
         if parts[0] == "hardware":
             _set_path(hw_doc, parts[1:], value, item, "hardware.")
-        elif parts[0] == "network":
-            _set_path(sys_doc["network"], parts[1:], value, item, "network.")
-        else:
-            _set_path(sys_doc, parts[1:], value, item, "system.")
     label = f"{system} [{', '.join(sets)}]"
     for item in sets:
         _refuse_unused_latency(item, sys_doc, system)

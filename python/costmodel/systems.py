@@ -50,6 +50,7 @@ a network of more than 1,048,576 NPUs (per dimension or in all) is refused.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field, replace
 
 from .hardware import (
@@ -707,11 +708,27 @@ def list_systems() -> list[str]:
 _SYS_CACHE: dict[str, SystemSpec] = {}
 
 
+def resolve_hardware_path(data, spec_file: str | None) -> None:
+    """A user system file's relative `hardware` path is relative to that file (as an
+    include is), not to the working directory: made absolute in `data`. Preset names and
+    absolute paths are left as they are; `spec_file` None: no file (a preset)."""
+    from .hardware import looks_like_path
+
+    hw = data.get("hardware") if isinstance(data, dict) else None
+    if spec_file is None or not isinstance(hw, str) or not hw or not looks_like_path(hw):
+        return
+    hw = os.path.expanduser(hw)
+    if not os.path.isabs(hw):
+        hw = os.path.join(os.path.dirname(os.path.abspath(spec_file)), hw)
+    data["hardware"] = hw
+
+
 def load_system(name: str) -> SystemSpec:
     """A preset by name (`dgx-h100`) or a user JSON file by path."""
     if name in _SYS_CACHE:
         return _SYS_CACHE[name]
     data, where = read_preset_or_file("systems", name)
+    resolve_hardware_path(data, where if where == name else None)
     spec = parse_system(data, where)
     if where != name:  # a preset (files are read again: they may change)
         _SYS_CACHE[name] = spec
