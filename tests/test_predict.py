@@ -606,3 +606,29 @@ def test_set_system_hardware_picks_the_hardware_the_hardware_keys_change(model, 
     assert faster.hbm_GiB == base.hbm_GiB and faster.compute_ms < base.compute_ms
     rc, _, err = run_cli(capsys, "predict", model, "--system", "h100-sxm-x4", "--set", "system.hardware=nope")
     assert rc == 1 and err.startswith("costmodel: error: --set on h100-sxm-x4: 'hardware': unknown hardware 'nope' (known: a100-40gb")
+
+
+def test_trace_outputs_are_committed_together(model, tmp_path, monkeypatch):
+    """--trace stages every row's trace directory and Perfetto file and commits them once
+    the whole prediction succeeded: a run interrupted after its first row leaves the
+    previous run's traces as they were (it wrote each row as it went: 2 of 8 entries)."""
+    import costmodel.perfetto as perfetto
+
+    out = tmp_path / "traces"
+    kw = dict(systems=["a100-40gb-x4", "h100-sxm-x4"], backends=["roofline", "calibrated"], top=0)
+    predict(model, trace_dir=str(out), **kw)
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert len({p.parts[0] for p in before}) == 8  # 4 trace directories, 4 Perfetto files
+    real, calls = perfetto.chrome_trace_bytes, []
+
+    def interrupted(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(perfetto, "chrome_trace_bytes", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        predict(model, trace_dir=str(out), sets=["hardware.memory_bandwidth_GBps=15550"], **kw)
+    after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert after == before and sorted(os.listdir(out)) == sorted({str(p.parts[0]) for p in before})

@@ -292,6 +292,14 @@ def _predict(
         raise PredictError("give at least one --system (see `costmodel systems list`)")
     data, source = read_input(path)
     tmp = tempfile.mkdtemp(prefix="costmodel-predict-")
+    # --trace: every row's trace directory and Perfetto file is staged and committed
+    # together once the whole prediction succeeded (costmodel.outputs), so that an
+    # interrupted or failed run leaves the previous traces, and two runs do not mix
+    outs = None
+    if trace_dir:
+        from .outputs import OutputSet
+
+        outs = OutputSet()
     try:
         scenarios = []
         for name in systems:
@@ -304,7 +312,7 @@ def _predict(
 
         ctx = make_context(allow_unregistered_dialects=False)
         diags = DiagnosticEngine(source)
-        session = PassSession(diagnostics=diags)
+        session = PassSession(diagnostics=diags, outputs=outs)
 
         def fail(stage: str) -> PredictError:
             errors = [d for d in diags.diagnostics if d.severity == "error"]
@@ -440,16 +448,15 @@ def _predict(
                             templates.setdefault(key, result.template)
                     except PassError:
                         raise fail(f"{label} / {backend}") from None
-                    if trace_dir:
-                        report = simulate_dir(result.directory, system=spec, record=True)
+                    if trace_dir:  # read back where it is staged
+                        report = simulate_dir(result.staged or result.directory, system=spec, record=True)
                     else:
                         g = result.graphs
                         report = simulate_graphs(g.nodes, g.comm_groups, spec, loops=g.loops, symmetric=g.symmetric)
                     if trace_dir:
-                        from .outputs import write_file
                         from .perfetto import chrome_trace_bytes
 
-                        write_file(
+                        outs.stage_file(
                             os.path.join(trace_dir, sub + ".perfetto.json"),
                             chrome_trace_bytes(report.records, len(report.ranks)),
                         )
@@ -511,8 +518,17 @@ def _predict(
                 program["combined"] = "; ".join(
                     f"{v}" if len(combined_by_policy) == 1 else f"{k}: {v}" for k, v in sorted(combined_by_policy.items())
                 )
+        if outs is not None:
+            from .outputs import OutputError
+
+            try:
+                outs.commit()
+            except OutputError as err:
+                raise PredictError(str(err)) from None
         return PredictResult(os.path.abspath(path) if path != "-" else "<stdin>", program, rows, top_kernels, top_of)
     finally:
+        if outs is not None:
+            outs.discard()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
