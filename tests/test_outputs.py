@@ -305,3 +305,38 @@ def test_a_trace_directory_swapped_by_another_run_counts_as_absent(tmp_path, mon
         with pytest.raises(OutputError, match="exists and is not a directory"):
             outputs.check_dir_target(str(path), "stablehlo-costmodel")
     outputs.check_dir_target(str(tmp_path / "absent"), "stablehlo-costmodel")
+
+
+@pytest.mark.parametrize("how", ["-o", "redirect"])
+def test_a_full_device_output_installs_no_trace_directory(tmp_path, how):
+    """The module's output is streamed before the trace directory is renamed into place:
+    when it fails (/dev/full), the previous trace stays and no "wrote" line is said."""
+    r = _run(_pipeline(SHARDED, tmp_path), tmp_path)
+    assert r.returncode == 0, r.stderr
+    before = _snapshot(tmp_path / "t.chakra")
+    argv = OPT + [SHARDED, "--propagate-shardings", "--annotate-cost=hardware=a100-40gb",
+                  f"--extract-collectives=system=dgx-h100 chakra-dir={tmp_path}/t.chakra"]
+    if how == "-o":
+        r = _run(argv + ["-o", "/dev/full"], tmp_path)
+    else:
+        with open("/dev/full", "w") as full:
+            r = subprocess.run(argv, cwd=tmp_path, stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert r.returncode == 1 and "No space left on device" in r.stderr and "chakra: wrote" not in r.stderr
+    assert _snapshot(tmp_path / "t.chakra") == before
+    assert sorted(os.listdir(tmp_path)) == ["t.chakra", "t.cost.mlir"]  # nothing staged left
+    assert _is_char_device("/dev/full")
+
+
+def test_a_symlinked_trace_directory_is_written_through(tmp_path):
+    """chakra-dir naming a symlink to a directory writes where it points; the link stays
+    (it was swapped for a directory, the old target kept, a staged link left behind)."""
+    (tmp_path / "real").mkdir()
+    os.symlink("real", tmp_path / "link")
+    write_dir_files = {"manifest.json": json.dumps({"generator": "g", "written_files": ["manifest.json", "a"]}).encode(),
+                       "a": b"1"}
+    outputs.write_dir(str(tmp_path / "link"), write_dir_files, "g")
+    assert os.path.islink(tmp_path / "link") and os.readlink(tmp_path / "link") == "real"
+    assert (tmp_path / "real" / "a").read_bytes() == b"1"
+    outputs.write_dir(str(tmp_path / "link"), {**write_dir_files, "a": b"2"}, "g")
+    assert os.path.islink(tmp_path / "link") and (tmp_path / "real" / "a").read_bytes() == b"2"
+    assert sorted(os.listdir(tmp_path)) == ["link", "real"]

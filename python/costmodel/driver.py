@@ -664,6 +664,7 @@ def _run_all(opts: Options, outputs) -> int:
         chunks = [data]
 
     outputs_text: list[bytes] = []
+    written: list[str] = []
     ok = True
     for idx, chunk in enumerate(chunks):
         try:
@@ -674,8 +675,9 @@ def _run_all(opts: Options, outputs) -> int:
         except InputError as err:
             _err(str(err))
             return 1
-        for msg in res.messages:
-            sys.stderr.write(msg + "\n")
+        # the passes' notes ("chakra: wrote ... to DIR/", "simulate: ...") are said once the
+        # run's outputs are in place; a failed run says no "wrote"
+        written += res.messages
         if res.input_error:
             for d in res.diagnostics:
                 if d.severity != "error":
@@ -705,6 +707,9 @@ def _run_all(opts: Options, outputs) -> int:
         # As mlir-opt: the chunks that succeeded still go to stdout, but an -o file (and
         # any trace directory) is only ever written whole, on success.
         outputs.discard()
+        for msg in written:
+            if not msg.startswith("chakra: wrote "):
+                sys.stderr.write(msg + "\n")
         if outputs_text and not to_file:
             _write_stdout(payload)
         return 1
@@ -712,9 +717,11 @@ def _run_all(opts: Options, outputs) -> int:
     # committed together, now that the whole pipeline succeeded.
     if to_file:
         outputs.stage_file(opts.output, payload)
-    outputs.commit()
-    if not to_file:
+    else:  # stdout first: a write that fails (`> /dev/full`) installs no trace directory
         _write_stdout(payload)
+    outputs.commit()
+    for msg in written:
+        sys.stderr.write(msg + "\n")
     return 0
 
 

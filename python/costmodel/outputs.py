@@ -12,14 +12,16 @@ Rules (DEVELOPERS.md, "never a partially written output"):
   copied over in place, so that every link sees the new content.
 - A trace directory is staged in a hidden sibling directory and renamed into place.
   An existing directory is replaced only when it is one of ours (its `manifest.json`
-  names our generator); files in it that we did not write survive.
+  names our generator); files in it that we did not write survive. A trace directory
+  given as a symlink is written where the link points (the link stays).
 
 `OutputSet` collects every output of one run: a pass stages its directory (it can be
 read back, e.g. by `simulate=true`, before the run commits), the driver adds the `-o`
 file, and `commit()` renames everything into place under a lock on each parent
 directory, only after the whole pipeline succeeded. Two runs writing the same outputs
 therefore never mix: the outputs are those of the run that committed last, all of them.
-A failed or interrupted run leaves the previous outputs untouched.
+A failed or interrupted run leaves the previous outputs untouched. Streams are written
+first: one that fails (`-o /dev/full`) installs nothing else of the run.
 """
 
 from __future__ import annotations
@@ -311,6 +313,10 @@ class OutputSet:
         handle it is given, in order) into a hidden sibling of `directory`; return the
         staged path (readable now, moved into place by commit())."""
         directory = os.path.abspath(expand_path(directory))
+        if os.path.islink(directory):
+            # a symlink to a directory is written through, as -o writes through a file's
+            # link: the trace goes where it points (the link itself was swapped out)
+            directory = os.path.realpath(directory)
         check_dir_target(directory, generator)
         parent = os.path.dirname(directory)
         try:
@@ -365,6 +371,12 @@ class OutputSet:
         this run is in place, except for outputs already streamed)."""
         targets = [d.directory for d in self._dirs] + [f.target for f in self._files if f.staged]
         try:
+            # streams first (they cannot be undone): one that fails (/dev/full, a closed
+            # pipe) leaves every file and directory of the run uninstalled
+            for f in self._files:
+                if f.data is not None:
+                    _stream(f.path, f.data)
+                    f.data = None
             with _locked_dirs(targets), _signals_blocked():
                 for d in self._dirs:  # re-checked under the lock: another run may have won
                     check_dir_target(d.directory, d.generator)
@@ -380,9 +392,6 @@ class OutputSet:
                     f.staged = None
         finally:
             self.discard()
-        for f in self._files:
-            if f.data is not None:
-                _stream(f.path, f.data)
         self._files = []
         self.committed = True
 
