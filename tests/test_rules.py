@@ -334,3 +334,27 @@ def test_block_scaled_dot_is_a_gemm():
     c = a.cost(a.ops("stablehlo.custom_call")[0])
     assert c["flops"] == 2 * bt * m * n * k  # one FMA = 2 flops
     assert c["bytes_read"] == bt * (m + n) * k + bt * (m + n) * 4 and c["bytes_written"] == bt * m * n * 2
+
+
+def test_valid_taps_loops_over_the_shorter_of_kernel_and_output():
+    """_valid_taps counts (output, tap) pairs that read a real input element as XLA's
+    GetConvolutionFlops does; it loops over taps or over outputs, whichever is fewer (a
+    10^10-tap window over one output hung annotate-cost), both equal to brute force, and
+    a window too large both ways is unsupported with a reason."""
+    import random
+
+    from costmodel.rules import Unsupported, _valid_taps
+
+    def brute(i, k, o, s, p, ld, rd):
+        top = (i - 1) * ld
+        return sum(1 for oo in range(o) for kk in range(k)
+                   if 0 <= oo * s - p + kk * rd <= top and (oo * s - p + kk * rd) % ld == 0)
+
+    rng = random.Random(7)
+    for _ in range(500):
+        args = (rng.randint(1, 10), rng.randint(1, 10), rng.randint(1, 12), rng.randint(1, 3),
+                rng.randint(-3, 5), rng.randint(1, 3), rng.randint(1, 3))
+        assert _valid_taps(*args) == brute(*args), args
+    assert _valid_taps(10**10, 10**10, 1, 1, 0, 1, 1) == 10**10  # one output reads every tap
+    with pytest.raises(Unsupported, match="too large to count its valid taps"):
+        _valid_taps(10**10, 10**10, 10**9, 1, 0, 1, 1)

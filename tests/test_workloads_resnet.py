@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import subprocess
 import sys
 
@@ -359,3 +360,18 @@ def test_export_pipeline_simulate_end_to_end(train_bf16, tmp_path):
     # kernels move far fewer bytes than the ops would one by one
     unfused = predict_step(data, system="a100-40gb-x4", backend="roofline", fusion="none", source="r18.mlir")
     assert unfused.kernel_count == 0 and unfused.compute_ms > roof.compute_ms
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"image_size": 99999999999}, "image size 99999999999 is too large (at most 16384 pixels)"),
+    ({"image_size": 16}, "image size 16 is too small"),
+    ({"weight_decay": float("inf")}, "weight decay must be a finite number >= 0, got inf"),
+    ({"weight_decay": float("nan")}, "weight decay must be a finite number >= 0, got nan"),
+])
+def test_export_options_out_of_range_are_refused(kw, message):
+    """A hostile audit exported --image-size 99999999999 (its convolutions then took
+    minutes to cost) and --weight-decay inf: both are one-line errors now."""
+    from costmodel.workloads.export import ExportError, ExportOptions
+
+    with pytest.raises(ExportError, match=re.escape(message)):
+        ExportOptions("resnet18", devices=2, global_batch=4, **kw).validate()

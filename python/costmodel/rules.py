@@ -452,19 +452,36 @@ def _count_congruent(lo: int, hi: int, s: int, c: int, m: int) -> int:
 def _valid_taps(in_size: int, k_size: int, out_size: int, stride: int, pad_lo: int, lhs_dil: int, rhs_dil: int) -> int:
     """Number of (output position, kernel tap) pairs that read a real input element,
     counted like XLA's GetConvolutionFlops (taps in padding or in the holes of a dilated
-    input are skipped). O(kernel size): for each tap the valid outputs form an
-    arithmetic progression."""
+    input are skipped). O(min(kernel size, output size)): for each tap the valid outputs
+    form an arithmetic progression, and so do the valid taps of each output; the loop runs
+    over the shorter of the two. Unsupported when both exceed _MAX_TAP_LOOP (a hostile
+    shape: counting would take minutes)."""
     if in_size <= 0 or out_size <= 0 or k_size <= 0:
         return 0
+    if min(k_size, out_size) > _MAX_TAP_LOOP:
+        raise Unsupported(
+            f"convolution window of {k_size} taps over {out_size} outputs: too large to count its valid taps"
+        )
     total = 0
     top = (in_size - 1) * lhs_dil  # last undilated index of a real element
-    for k in range(k_size):
-        # undilated = o*stride - pad_lo + k*rhs_dil must be in [0, top], = 0 (mod lhs_dil)
-        base = k * rhs_dil - pad_lo
-        lo = max(0, -(base // stride))  # ceil(-base / stride)
-        hi = min(out_size - 1, (top - base) // stride)
-        total += _count_congruent(lo, hi, stride, (-base) % lhs_dil, lhs_dil)
+    # undilated = o*stride - pad_lo + k*rhs_dil must be in [0, top], = 0 (mod lhs_dil)
+    if k_size <= out_size:
+        for k in range(k_size):
+            base = k * rhs_dil - pad_lo
+            lo = max(0, -(base // stride))  # ceil(-base / stride)
+            hi = min(out_size - 1, (top - base) // stride)
+            total += _count_congruent(lo, hi, stride, (-base) % lhs_dil, lhs_dil)
+        return total
+    for o in range(out_size):
+        base = o * stride - pad_lo
+        lo = max(0, -(base // rhs_dil))  # ceil(-base / rhs_dil)
+        hi = min(k_size - 1, (top - base) // rhs_dil)
+        total += _count_congruent(lo, hi, rhs_dil, (-base) % lhs_dil, lhs_dil)
     return total
+
+
+# the most iterations _valid_taps runs for one spatial dimension (about a second)
+_MAX_TAP_LOOP = 1 << 21
 
 
 def _conv_cost(op, lhs, rhs, out, padding: list[int]) -> OpCost:

@@ -44,12 +44,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import re
 import subprocess
 import sys
 
 from .configs import IMAGE_SIZE, LLAMA_MODELS, MODELS, NUM_CLASSES
+
+# the largest image an export accepts: a 64-channel activation of one 16384 x 16384 image
+# is 2^34 elements, already past any GPU's memory; larger sizes only overflow shapes
+MAX_IMAGE_SIZE = 16384
 
 MODES = ("train", "inference")
 DTYPES = ("bf16", "f32")
@@ -111,8 +116,10 @@ class ExportOptions:
             )
         if self.image_size < 32:
             raise ExportError(f"image size {self.image_size} is too small (the network downsamples by 32; use >= 32)")
-        if not self.weight_decay >= 0:
-            raise ExportError(f"weight decay must be >= 0, got {self.weight_decay}")
+        if self.image_size > MAX_IMAGE_SIZE:
+            raise ExportError(f"image size {self.image_size} is too large (at most {MAX_IMAGE_SIZE} pixels)")
+        if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
+            raise ExportError(f"weight decay must be a finite number >= 0, got {self.weight_decay}")
         if not 0 <= self.momentum < 1:
             raise ExportError(f"momentum must be in [0, 1), got {self.momentum}")
         if self.dynamic_loss_scale and self.mode != "train":
