@@ -201,3 +201,45 @@ def test_a_module_without_a_program_is_one_error(tmp_path, capsys):
     f.write_text("module {}\n")
     assert main(["kernels", str(f)]) == 1
     assert "has no public function with a body: no kernels to list" in capsys.readouterr().err
+
+
+def _fan_out(depth: int) -> str:
+    """f0 calls f1 twice, f1 calls f2 twice, ...: 2^depth calls of the last one's add."""
+    t = "tensor<4xf32>"
+    lines = []
+    for i in range(depth):
+        vis = "" if i == 0 else "private "
+        lines.append(f"func.func {vis}@f{i}(%x: {t}) -> {t} {{\n"
+                     f"  %a = func.call @f{i + 1}(%x) : ({t}) -> {t}\n"
+                     f"  %b = func.call @f{i + 1}(%a) : ({t}) -> {t}\n"
+                     f"  return %b : {t}\n}}")
+    lines.append(f"func.func private @f{depth}(%x: {t}) -> {t} {{\n  %y = stablehlo.add %x, %x : {t}\n  return %y : {t}\n}}")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_call_tree_that_fans_out(tmp_path, capsys):
+    """A call tree of 2^40 paths: inlining it is refused in milliseconds with the option
+    that avoids it (it grew memory until the machine killed it); with --no-inline its
+    kernel's executions are counted per function, not per path (it ran for minutes)."""
+    f = tmp_path / "fan.mlir"
+    f.write_text(_fan_out(40))
+    assert main(["kernels", str(f)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("costmodel: error: inlining the calls of 'f") and " would make " in err and "--no-inline" in err
+    assert main(["kernels", str(f), "--no-inline", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["kernels"]
+    assert row["executions"] == 2**40
+
+
+def test_malformed_annotations_are_one_line(tmp_path, capsys):
+    """A module whose costmodel.kernel_cost is not what annotate-cost writes (edited by
+    hand): a one-line error, not a traceback."""
+    f = tmp_path / "bad.mlir"
+    f.write_text(
+        'module attributes {costmodel.summary = {kernel_count = "x", total_time_ns = 1.0 : f64}} {\n'
+        "func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
+        '  %0 = stablehlo.add %a, %a {costmodel.kernel = 0 : i64, costmodel.kernel_cost = "junk"} : tensor<4xf32>\n'
+        "  return %0 : tensor<4xf32>\n}\n}\n")
+    assert main(["kernels", str(f)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("costmodel: error: ") and "attributes are malformed" in err and len(err.splitlines()) == 1

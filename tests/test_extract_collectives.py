@@ -367,3 +367,14 @@ def test_every_algorithm_in_help_resolves(capsys):
     for name in listed:
         assert parse_options(get_pass("extract-collectives"), f"algorithm={name}")["algorithm"] == name
         assert resolve_algorithm(name)
+
+
+def test_malformed_costmodel_attributes_are_one_line(tmp_path, capsys):
+    """A kernel_cost that is no dictionary (an input edited by hand) is a one-line error
+    naming the fix, not an 'internal error' with a traceback."""
+    p = os.path.join(DATA, "malformed_kernel_cost.mlir")  # an annotated module, one kernel_cost = "junk"
+    rc, _ = run_opt(tmp_path, p, f"--extract-collectives=system=a100-40gb-x4 chakra-dir={tmp_path}/t.chakra")
+    err = capsys.readouterr().err
+    assert rc == 1 and "Traceback" not in err and "internal error" not in err
+    assert "costmodel.* attributes are malformed" in err and "run --annotate-cost on it first" in err
+    assert not (tmp_path / "t.chakra").exists()

@@ -673,6 +673,7 @@ def inline_calls(module: ir.Operation, max_rounds: int = 64, drop_uncalled: bool
         op = op.operation
         if op.name == "func.func" and len(op.regions[0].blocks) == 1:
             funcs[ir.StringAttr(op.attributes["sym_name"]).value] = op
+    _check_inlined_size(funcs)
     done = 0
     for _ in range(max_rounds):
         calls = [op for op in nested_ops(module) if op.name == "func.call"]
@@ -693,6 +694,54 @@ def inline_calls(module: ir.Operation, max_rounds: int = 64, drop_uncalled: bool
     if done and drop_uncalled:
         passmanager.PassManager.parse("builtin.module(symbol-dce)").run(module)
     return done
+
+
+# the most ops a module may grow to by inlining its calls (each op costs MLIR a few hundred
+# bytes: this is several GB); a call tree that fans out (f calls g twice, g calls h twice,
+# ...) reaches it long before its text is large
+MAX_INLINED_OPS = 10_000_000
+
+
+def _check_inlined_size(funcs: dict) -> None:
+    """InputError when inlining every call would make more than MAX_INLINED_OPS ops: the
+    inlined size of a function is its own ops plus its callees' inlined sizes, once per
+    call (a recursive call counts as one op: it is never fully inlined)."""
+    own: dict = {}
+    calls: dict = {}
+    for name, fn in funcs.items():
+        n, callees = 0, []
+        for o in nested_ops(fn):
+            if o.name == "func.call":
+                callee = ir.FlatSymbolRefAttr(o.attributes["callee"]).value
+                if callee in funcs:
+                    callees.append(callee)
+                    continue
+            n += 1
+        own[name], calls[name] = n, callees
+    size: dict = {}
+    state: dict = {}  # 1: on the stack, 2: done
+    for root in funcs:
+        if root in state:
+            continue
+        stack = [(root, iter(calls[root]))]
+        state[root] = 1
+        while stack:  # iterative post-order: call chains deeper than Python's stack
+            name, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                total = own[name] + sum(size.get(c, 1) for c in calls[name])
+                size[name] = total
+                state[name] = 2
+                if total > MAX_INLINED_OPS:
+                    raise InputError(
+                        f"inlining the calls of '{name}' would make {total:,} ops (its calls fan out: a function called "
+                        f"several times calls others several times); at most {MAX_INLINED_OPS:,}: keep the calls as "
+                        "kernel boundaries (costmodel predict / kernels --no-inline)"
+                    )
+            elif nxt not in state:
+                state[nxt] = 1
+                stack.append((nxt, iter(calls[nxt])))
 
 
 def nested_ops(op) -> list:

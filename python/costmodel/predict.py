@@ -558,10 +558,10 @@ def _small_collectives_note(module, step_ns: float) -> str | None:
         d = ir.DictAttr(op.attributes[COLLECTIVE_ATTR])
         if "time_ns" not in d:
             continue
-        n = ir.IntegerAttr(d["executions"]).value if "executions" in d else 1
+        n = attr_number(d["executions"]) if "executions" in d else 1
         t = ir.FloatAttr(d["time_ns"]).value * n
         total_ns += t
-        if "comm_bytes" in d and ir.IntegerAttr(d["comm_bytes"]).value < SMALL_COLLECTIVE_BYTES:
+        if "comm_bytes" in d and attr_number(d["comm_bytes"]) < SMALL_COLLECTIVE_BYTES:
             small_ns += t
             runs += n
     if not total_ns or small_ns < 0.5 * total_ns or small_ns < 0.1 * step_ns:

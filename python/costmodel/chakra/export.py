@@ -1639,17 +1639,26 @@ def run_from_pass(
         raise InputError(f"option 'granularity' expects 'op' or 'region', got '{granularity}'")
     prefix = options.get("chakra-prefix") or "trace"
     directory = resolve_output_dir(options, session)
-    result = export_module(
-        module,
-        system,
-        directory,
-        prefix=prefix,
-        granularity=granularity,
-        diags=session.diagnostics,
-        source=getattr(session, "input_path", None),
-        outputs=getattr(session, "outputs", None),
-        decode=_default_decoder(module, decoded) if decoded else None,
-    )
+    try:
+        result = export_module(
+            module,
+            system,
+            directory,
+            prefix=prefix,
+            granularity=granularity,
+            diags=session.diagnostics,
+            source=getattr(session, "input_path", None),
+            outputs=getattr(session, "outputs", None),
+            decode=_default_decoder(module, decoded) if decoded else None,
+        )
+    except (ValueError, TypeError) as err:
+        if not str(err).startswith("Cannot cast attribute"):
+            raise
+        # an input annotated by hand or by another tool: a costmodel.* attribute is not
+        # what annotate-cost writes
+        raise InputError(
+            f"the module's costmodel.* attributes are malformed ({err}); run --annotate-cost on it first"
+        ) from None
     cwd = getattr(session, "cwd", None) or os.getcwd()
     counts = result.manifest["node_counts"]
     total_nodes = sum(counts.values())

@@ -85,16 +85,25 @@ def _kernels(args) -> int:
             )
             if not has_kernels(module):
                 raise CommandError("no kernels were formed (is the hardware a CPU? give --fusion xla-gpu)")
-        rows = collect_kernels(module)
         from ..engine import SUMMARY_ATTR
+        from ..ir import attr_number
 
-        summary = ir.DictAttr(module.attributes[SUMMARY_ATTR])
-        total_ns = ir.FloatAttr(summary["total_time_ns"]).value
-        hw = ir.StringAttr(summary["hardware"]).value
-        backend = ir.StringAttr(summary["backend"]).value
-        count = ir.IntegerAttr(summary["kernel_count"]).value
-        kbytes = ir.IntegerAttr(summary["kernel_bytes"]).value
-        fusion = ir.StringAttr(summary["fusion"]).value
+        try:
+            rows = collect_kernels(module)
+            summary = ir.DictAttr(module.attributes[SUMMARY_ATTR])
+            total_ns = ir.FloatAttr(summary["total_time_ns"]).value
+            hw = ir.StringAttr(summary["hardware"]).value
+            backend = ir.StringAttr(summary["backend"]).value
+            count = int(attr_number(summary["kernel_count"]))
+            kbytes = int(attr_number(summary["kernel_bytes"]))
+            fusion = ir.StringAttr(summary["fusion"]).value
+        except (ValueError, TypeError, KeyError, IndexError) as err:
+            # an input annotated by hand or by another tool: its costmodel.* attributes
+            # are not what annotate-cost writes
+            raise CommandError(
+                f"{source}: its costmodel.summary / costmodel.kernel_cost attributes are malformed ({err}); "
+                "give --hardware to annotate it again"
+            ) from None
         uncosted = not_costed_note(module, diags)
         for line in other_warnings(diags, first_annotation):  # annotate-cost's, as stablehlo-opt prints them
             sys.stderr.write(line + "\n")

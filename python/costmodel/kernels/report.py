@@ -155,41 +155,84 @@ def collect_kernels(module) -> list[KernelRow]:
             entries.append(fn)
     from ..branches import CASE_OPS, op_weights
 
-    work = [(fn, 1, (ir.StringAttr(fn.attributes["sym_name"]).value,)) for fn in entries]
-    while work:
-        op, times, path = work.pop()
-        # a case/if: each branch as often as the branch policy of annotate-cost says
-        weights = op_weights(op) if op.name in CASE_OPS else None
-        for r_index, region in enumerate(op.regions):
-            if weights is not None and r_index < len(weights):
-                if not weights[r_index]:
-                    continue
-                region_times = times * weights[r_index]
-                if float(region_times).is_integer():
-                    region_times = int(region_times)
-            else:
-                region_times = times
-            for block in region.blocks:
-                for child in block.operations:
-                    child = child.operation
-                    attrs = child.attributes
-                    if KERNEL_COST_ATTR in attrs:
-                        kid = _int(ir.DictAttr(attrs[KERNEL_COST_ATTR]), "id")
-                        if kid in rows:
-                            rows[kid].executions += region_times
-                    n = region_times
-                    if child.name in ("stablehlo.while", "chlo.scan") and "costmodel.cost" in attrs:
-                        d = ir.DictAttr(attrs["costmodel.cost"])
-                        if "trip_count" in d:
-                            n = times * max(0, ir.IntegerAttr(d["trip_count"]).value)
-                    if child.name in _CALLS and _CALLS[child.name] in attrs:
-                        # a call, or a composite run as its decomposition (as the engine costs it)
-                        callee = ir.FlatSymbolRefAttr(attrs[_CALLS[child.name]]).value
-                        if callee in funcs and callee not in path:
-                            work.append((funcs[callee], n, path + (callee,)))
+    # each function's body walked once, per call of it: its kernels' executions and its
+    # calls; then the calls of every function from the entries down the call graph (a
+    # call tree that fans out has 2^depth paths: walking each path took forever)
+    kernel_runs: dict = {}  # function name -> {kernel id: runs per call}
+    call_runs: dict = {}  # function name -> {callee: calls per call}
+    for name, fn in funcs.items():
+        kr, cr = kernel_runs.setdefault(name, {}), call_runs.setdefault(name, {})
+        work = [(fn, 1)]
+        while work:
+            op, times = work.pop()
+            # a case/if: each branch as often as the branch policy of annotate-cost says
+            weights = op_weights(op) if op.name in CASE_OPS else None
+            for r_index, region in enumerate(op.regions):
+                if weights is not None and r_index < len(weights):
+                    if not weights[r_index]:
                         continue
-                    if child.regions:
-                        work.append((child, n, path))
+                    region_times = times * weights[r_index]
+                    if float(region_times).is_integer():
+                        region_times = int(region_times)
+                else:
+                    region_times = times
+                for block in region.blocks:
+                    for child in block.operations:
+                        child = child.operation
+                        attrs = child.attributes
+                        if KERNEL_COST_ATTR in attrs:
+                            kid = _int(ir.DictAttr(attrs[KERNEL_COST_ATTR]), "id")
+                            if kid in rows:
+                                kr[kid] = kr.get(kid, 0) + region_times
+                        n = region_times
+                        if child.name in ("stablehlo.while", "chlo.scan") and "costmodel.cost" in attrs:
+                            d = ir.DictAttr(attrs["costmodel.cost"])
+                            if "trip_count" in d:
+                                n = times * max(0, _int(d, "trip_count"))
+                        if child.name in _CALLS and _CALLS[child.name] in attrs:
+                            # a call, or a composite run as its decomposition (as the engine costs it)
+                            callee = ir.FlatSymbolRefAttr(attrs[_CALLS[child.name]]).value
+                            if callee in funcs:
+                                cr[callee] = cr.get(callee, 0) + n
+                            continue
+                        if child.regions:
+                            work.append((child, n))
+    # the call graph from the entries, depth first; a call back into a function on the
+    # current chain (recursion) is not followed
+    order: list = []
+    back: set = set()
+    state: dict = {}
+    for fn in entries:
+        root = ir.StringAttr(fn.attributes["sym_name"]).value
+        if root in state:
+            continue
+        state[root] = 1
+        stack = [(root, iter(list(call_runs[root])))]
+        while stack:
+            name, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                state[name] = 2
+                order.append(name)
+            elif state.get(nxt) == 1:
+                back.add((name, nxt))
+            elif nxt not in state:
+                state[nxt] = 1
+                stack.append((nxt, iter(list(call_runs[nxt]))))
+    calls_of: dict = {}
+    for fn in entries:
+        root = ir.StringAttr(fn.attributes["sym_name"]).value
+        calls_of[root] = calls_of.get(root, 0) + 1
+    for name in reversed(order):  # callers before their callees
+        n = calls_of.get(name, 0)
+        if not n:
+            continue
+        for callee, m in call_runs[name].items():
+            if (name, callee) not in back:
+                calls_of[callee] = calls_of.get(callee, 0) + n * m
+        for kid, runs in kernel_runs[name].items():
+            rows[kid].executions += n * runs
     return sorted(rows.values(), key=lambda r: (-r.total_time_ns, r.id))
 
 
