@@ -133,3 +133,14 @@ def test_cli(tmp_path, capsys):
     assert [n["type"] for n in doc["nodes"]] == ["COMP_NODE", "COMM_COLL_NODE", "COMP_NODE"]
     assert {"name": "comm_size", "int64_val": 64} in doc["nodes"][1]["attr"]
     assert main(["chakra", "dump", os.path.join(d, "nope.et")]) == 1
+
+
+def test_a_manifest_naming_a_billion_ranks_is_said_once(tmp_path):
+    """A manifest whose 'ranks' is 10^9 (edited by hand) ran chakra check out of memory,
+    one violation per missing rank: now one violation, and the present ranks checked."""
+    d = _good(tmp_path)
+    with open(os.path.join(d, "manifest.json"), "w") as fh:
+        json.dump({"generator": "stablehlo-costmodel", "prefix": "trace", "ranks": 10**9}, fh)
+    r = check_dir(d)
+    _one(r, "1000000000 ranks are named but only 2 trace.<rank>.et files are present")
+    assert len(r.violations) <= 2 and r.ranks == 2

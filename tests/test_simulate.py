@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -305,3 +306,30 @@ def test_symmetric_graphs_fall_back_to_every_rank_when_a_collective_takes_no_tim
     one = sim.simulate_graphs([nodes] * 4, {}, system, symmetric=True)
     assert one == sim.simulate_graphs([nodes] * 4, {}, system)
     assert one.step_time_ns == 4 * US
+
+
+@pytest.mark.parametrize("manifest, message", [
+    ({"prefix": "trace", "ranks": 10**9}, "manifest.json says 1000000000 ranks but the directory has 2 trace.<rank>.et files"),
+    ({"prefix": "trace", "ranks": "8"}, "'ranks' a positive integer"),
+    (["not", "an", "object"], "manifest.json: not a JSON object"),
+])
+def test_a_hostile_manifest_is_one_error(tmp_path, manifest, message):
+    """A manifest naming 10^9 ranks ran out of memory before reading a file; a 'ranks'
+    that is no integer or a manifest that is no object were tracebacks."""
+    d = make_dir(tmp_path / "t", [[comp(0, 5)], [comp(0, 5)]])
+    with open(os.path.join(d, "manifest.json"), "w") as fh:
+        json.dump(manifest, fh)
+    with pytest.raises(SimulationError, match=re.escape(message)):
+        simulate_dir(d, comm_time=fixed())
+
+
+def test_a_manifest_system_that_is_no_object_falls_back(tmp_path):
+    """manifest 'system' given as a string: the system comes from elsewhere or the error
+    says none is usable (it was an AttributeError)."""
+    from costmodel.simulate import TraceDir, system_for_dir
+
+    d = make_dir(tmp_path / "t", [[comp(0, 5)], [comp(0, 5)]])
+    trace = TraceDir.__new__(TraceDir)
+    trace.manifest, trace.directory = {"system": "dgx-h100"}, d
+    with pytest.raises(SimulationError, match="cannot tell which system the trace is for"):
+        system_for_dir(trace)

@@ -177,13 +177,21 @@ def _fmt_ns(ns: float) -> str:
 
 
 def _find_prefix(directory: str, manifest: dict | None) -> tuple[str, int]:
-    if manifest and manifest.get("prefix") and manifest.get("ranks"):
-        return manifest["prefix"], int(manifest["ranks"])
     found: dict[str, set[int]] = {}
     for path in glob.glob(os.path.join(glob.escape(directory), "*.et")):
         m = re.fullmatch(r"(.+)\.(\d+)\.et", os.path.basename(path))
         if m:
             found.setdefault(m.group(1), set()).add(int(m.group(2)))
+    if manifest and manifest.get("prefix") and manifest.get("ranks"):
+        prefix, ranks = manifest["prefix"], manifest["ranks"]
+        if not isinstance(prefix, str) or isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+            raise SimulationError(f"{directory}/manifest.json: 'prefix' must be a string and 'ranks' a positive integer")
+        have = len(found.get(prefix, ()))
+        if ranks > have:  # checked before anything is allocated per rank
+            raise SimulationError(
+                f"{directory}/manifest.json says {ranks} ranks but the directory has {have} {prefix}.<rank>.et files"
+            )
+        return prefix, ranks
     if not found:
         raise SimulationError(f"{directory}: no <prefix>.<rank>.et files")
     if len(found) > 1:
@@ -288,6 +296,8 @@ def load_trace_dir(directory: str, *, full: bool = False) -> TraceDir:
     if not os.path.isdir(directory):
         raise SimulationError(f"{directory}: not a directory")
     manifest = _read_json(os.path.join(directory, "manifest.json"))
+    if manifest is not None and not isinstance(manifest, dict):
+        raise SimulationError(f"{directory}/manifest.json: not a JSON object")
     prefix, num_ranks = _find_prefix(directory, manifest)
     groups_raw = _read_json(os.path.join(directory, "comm_group.json")) or {}
     groups = {str(k): [int(r) for r in v] for k, v in groups_raw.items()}
@@ -396,7 +406,10 @@ def system_for_dir(trace: TraceDir):
     """The SystemSpec a trace directory was written for (manifest, else network.yml)."""
     from . import systems
 
-    info = (trace.manifest or {}).get("system") or {}
+    manifest = trace.manifest if isinstance(trace.manifest, dict) else {}
+    info = manifest.get("system")
+    if not isinstance(info, dict):  # a manifest edited by hand: fall back to network.yml
+        info = {}
     spec = info.get("spec")
     if isinstance(spec, dict):  # the spec as the trace was written for it
         try:
@@ -405,7 +418,7 @@ def system_for_dir(trace: TraceDir):
             pass
     for key in ("source", "name"):
         ref = info.get(key)
-        if ref:
+        if ref and isinstance(ref, str):
             try:
                 return systems.load_system(ref)
             except Exception:  # a preset renamed, a file moved: fall back to network.yml

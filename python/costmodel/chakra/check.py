@@ -117,6 +117,12 @@ def _discover(directory: str, manifest, report: CheckReport) -> tuple[str | None
         ranks = npus if ranks is None else ranks
     if ranks is None:
         ranks = max(found.get(prefix, {-1})) + 1
+    have = len(found.get(prefix, ()))
+    if ranks - have > 1024:
+        # a manifest or network.yml naming more ranks than there are files: said once,
+        # not once per missing rank (10^9 of them ran out of memory)
+        report.add(f"{ranks} ranks are named but only {have} {prefix}.<rank>.et files are present")
+        ranks = max(found.get(prefix, {-1})) + 1
     extra = sorted(r for r in found.get(prefix, ()) if r >= ranks)
     if extra:
         report.add(f"{prefix}.{extra[0]}.et is beyond the {ranks} ranks")
