@@ -558,3 +558,34 @@ func.func @main(%i: tensor<i32>, %j: tensor<i32>, %a: tensor<256xf32>) -> tensor
     kinds = sorted((b.kind, b.name) for b in leaves(r.live_at_peak) if b.kind != "argument")
     assert kinds == [("output", "stablehlo.slice"), ("temporary", "stablehlo.concatenate")]
     assert r.temp_at_peak_bytes == 2048 and r.output_at_peak_bytes == 1024
+
+
+def _nested_whiles(depth: int) -> str:
+    """main runs `depth` whiles nested in each other's bodies, one trip each."""
+    t = "tensor<4xf32>"
+    head, tail = [], []
+    for d in range(depth):
+        head.append(
+            f"%c{d} = stablehlo.constant dense<0> : tensor<i32>\n"
+            f"%w{d}:2 = stablehlo.while(%i{d} = %c{d}, %x{d + 1} = %x{d}) : tensor<i32>, {t}\n"
+            f" cond {{\n  %n{d} = stablehlo.constant dense<1> : tensor<i32>\n"
+            f"  %p{d} = stablehlo.compare LT, %i{d}, %n{d} : (tensor<i32>, tensor<i32>) -> tensor<i1>\n"
+            f"  stablehlo.return %p{d} : tensor<i1>\n }} do {{\n"
+            f"  %one{d} = stablehlo.constant dense<1> : tensor<i32>\n"
+            f"  %j{d} = stablehlo.add %i{d}, %one{d} : tensor<i32>")
+        inner = f"%w{d + 1}#1" if d + 1 < depth else f"%x{d + 1}"
+        tail.insert(0, f"  stablehlo.return %j{d}, {inner} : tensor<i32>, {t}\n }}")
+    return (f"func.func @main(%a: {t}) -> {t} {{\n%x0 = stablehlo.add %a, %a : {t}\n" + "\n".join(head) + "\n"
+            + "\n".join(tail) + f"\nreturn %w0#1 : {t}\n}}\n")
+
+
+def test_memory_of_deeply_nested_whiles_is_not_a_recursion_error(tmp_path, capsys):
+    """300 nested whiles (issue 12 item 8, found again in `costmodel memory`): the walkers
+    run under the deep recursion limit, as annotate-cost and kernels do."""
+    from costmodel.cli import main
+
+    p = tmp_path / "deep.mlir"
+    p.write_text(_nested_whiles(300))
+    assert main(["memory", str(p), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["peak_bytes"] >= 2 * 16  # the argument and its doubled copy, f32 x 4 each

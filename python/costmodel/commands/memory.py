@@ -38,6 +38,13 @@ def register(subparsers) -> None:
 
 
 def _run(args) -> int:
+    from ..ir import DEEP_RECURSION, recursion_limit
+
+    with recursion_limit(DEEP_RECURSION):  # nesting depth bounded by memory, as annotate-cost
+        return _memory(args)
+
+
+def _memory(args) -> int:
     from ..driver import read_input
     from ..ir import DiagnosticEngine, InputError, ir, load_module, make_context
     from ..memory import FUSION_CHOICES, SCHEDULE_CHOICES, peak_memory, render_report
