@@ -229,6 +229,53 @@ def test_cli_prints_the_teardown_warning_and_succeeds(tmp_path, monkeypatch, cap
     assert "SIGABRT" in json.loads(capsys.readouterr().out)["warnings"][0]
 
 
+@pytest.mark.parametrize("timeout", ["nan", "inf", "-1", "0"])
+def test_a_timeout_that_is_no_positive_number_is_refused(tmp_path, capsys, timeout):
+    from costmodel.cli import main
+
+    d = _trace_dir(tmp_path)
+    assert main(["astra-sim", d, "--binary", _script(tmp_path, "sleep 30\n"), "--timeout", timeout]) == 1
+    assert capsys.readouterr().err.startswith("costmodel: error: --timeout expects a positive number of seconds")
+
+
+def test_a_flood_of_output_is_cut_and_a_directory_is_named(tmp_path, monkeypatch):
+    d = _trace_dir(tmp_path)
+    flood = _script(tmp_path, "head -c 1000000 /dev/zero | tr '\\0' x\nexit 3\n")
+    with pytest.raises(AstraSimError) as err:
+        run_astra_sim(d, flood)
+    assert len(str(err.value)) < 1000 and "(1,000,000 characters)" in str(err.value)
+    (tmp_path / "adir").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(AstraSimError, match=r"'adir' \(--binary\) is a directory"):
+        find_binary("adir")
+
+
+def test_sigterm_ends_the_simulator_too(tmp_path):
+    """SIGTERM to costmodel ran no cleanup: the simulator it started kept running. Now the
+    tool kills it and exits 143 (128 + SIGTERM)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    d = _trace_dir(tmp_path)
+    pidfile = tmp_path / "child.pid"
+    hang = _script(tmp_path, f"echo $$ > {pidfile}\nexec sleep 60\n")
+    proc = subprocess.Popen([sys.executable, "-m", "costmodel.cli", "astra-sim", d, "--binary", hang],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for _ in range(300):  # the simulator has started
+        if pidfile.exists() and pidfile.read_text().strip():
+            break
+        time.sleep(0.05)
+    child = int(pidfile.read_text())
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and b"Traceback" not in err
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)
+
+
 # -- a real ASTRA-sim build (docs/simulator.md says how to build one) ---------------------------------
 
 REAL = os.environ.get("ASTRA_SIM")

@@ -88,6 +88,11 @@ def find_binary(binary: str | None = None) -> str:
             raise AstraSimError(f"ASTRA-sim binary '{candidate}' ({where}) is not an executable file")
         return path
     found = shutil.which(candidate)
+    if found is None and os.path.exists(candidate):
+        kind = "a directory" if os.path.isdir(candidate) else "not on PATH"
+        raise AstraSimError(
+            f"ASTRA-sim binary '{candidate}' ({where}) is {kind}; to run a file here, give ./{candidate}"
+        )
     if found is None:
         if where is None:
             raise AstraSimError(
@@ -118,9 +123,11 @@ def _manifest(directory: str) -> dict:
         raise AstraSimError(f"{directory}/manifest.json: cannot read: {err}") from None
 
 
-def _tail(text: str, lines: int = 5) -> str:
+def _tail(text: str, lines: int = 5, width: int = 300) -> str:
     rows = [r for r in text.strip().splitlines() if r.strip()]
-    return " | ".join(rows[-lines:]) if rows else "(no output)"
+    # a line of megabytes (a simulator writing garbage) is cut: the error stays one line
+    rows = [r if len(r) <= width else f"{r[:width]}... ({len(r):,} characters)" for r in rows[-lines:]]
+    return " | ".join(rows) if rows else "(no output)"
 
 
 ABORT_STATUSES = (-6, 134)  # SIGABRT as subprocess reports it; 128 + 6 through a shell

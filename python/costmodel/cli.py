@@ -65,10 +65,15 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    from .outputs import Terminated, termination_as_exception
+
     try:
-        rc = int(args.func(args) or 0)
-        sys.stdout.flush()
+        with termination_as_exception():
+            rc = int(args.func(args) or 0)
+            sys.stdout.flush()
         return rc
+    except Terminated as sig:  # SIGTERM / SIGHUP: cleaned up on the way out
+        return 128 + sig.signum
     except CommandError as err:
         sys.stderr.write(f"{PROG}: error: {err}\n")
         return 1

@@ -571,12 +571,17 @@ def _err(message: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from costmodel.outputs import Terminated, termination_as_exception
+
     try:
-        rc = _main(sys.argv[1:] if argv is None else list(argv))
-        sys.stdout.flush()
+        with termination_as_exception():  # SIGTERM / SIGHUP clean up as Ctrl-C does
+            rc = _main(sys.argv[1:] if argv is None else list(argv))
+            sys.stdout.flush()
         return rc
     except KeyboardInterrupt:
         return 130
+    except Terminated as sig:
+        return 128 + sig.signum
     except BrokenPipeError:
         # The reader went away (`stablehlo-opt ... | head`): not an error of ours.
         try:

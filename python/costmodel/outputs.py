@@ -253,6 +253,38 @@ class _StagedFile:
         self.data = data  # streams are written at commit time
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived: raised like KeyboardInterrupt so that a run's cleanup
+    (staged outputs, temp dirs, a simulator it started) happens before the tool exits
+    with 128 + the signal's number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def termination_as_exception():
+    """While a tool's main runs: SIGTERM and SIGHUP raise Terminated (their default
+    action ends the process without running any cleanup); restored after."""
+    def raise_terminated(signum, _frame):
+        raise Terminated(signum)
+
+    old = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            if signal.getsignal(sig) == signal.SIG_DFL:
+                old[sig] = signal.signal(sig, raise_terminated)
+        except (ValueError, OSError):  # not the main thread
+            pass
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(sig, handler)
+
+
 @contextlib.contextmanager
 def _signals_blocked():
     """Hold SIGINT/SIGTERM/SIGHUP while the renames of a commit run (delivered after)."""

@@ -32,8 +32,12 @@ def _fmt(ns) -> str:
 
 
 def _run(args) -> int:
+    import math
+
     from ..astrasim import AstraSimError, run_astra_sim
 
+    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise CommandError(f"--timeout expects a positive number of seconds, got {args.timeout}")
     try:
         result = run_astra_sim(args.directory, args.binary, timeout_s=args.timeout)
     except AstraSimError as err:
