@@ -211,10 +211,16 @@ def _ensure_costed(module: ir.Operation, system, system_name: str, session: Pass
     )
 
 
-def refuse_unpartitioned(module: ir.Operation, pass_name: str, session: PassSession) -> None:
-    """Error out on a sharded program that was not partitioned (see costmodel.partitioning)."""
-    from costmodel.partitioning import find_unpartitioned_sharding, unpartitioned_message
+def refuse_unpartitioned(module: ir.Operation, pass_name: str, session: PassSession,
+                         explicit_ok: bool = False) -> None:
+    """Error out on a sharded program that was not partitioned (see costmodel.partitioning).
+    `explicit_ok`: Shardy's collectives on global shapes (propagate-shardings
+    per-device=false) may be annotated, one collective at a time (no trace: a trace would
+    run every device's work on every rank)."""
+    from costmodel.partitioning import find_global_collective, find_unpartitioned_sharding, unpartitioned_message
 
+    if explicit_ok and find_global_collective(module) is not None:
+        return
     found = find_unpartitioned_sharding(module)
     if found is not None:
         session.diagnostics.error(found.op.location, unpartitioned_message(pass_name, found))
@@ -242,7 +248,7 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
         raise InputError(
             f"pass 'extract-collectives': option 'granularity' expects op or region, got '{options['granularity']}'"
         )
-    refuse_unpartitioned(module, "extract-collectives", session)
+    refuse_unpartitioned(module, "extract-collectives", session, explicit_ok=not options["chakra"])
     system = _load_system(options["system"])
     system_name = getattr(system, "name", options["system"])
     try:

@@ -45,7 +45,7 @@ import numpy as np
 from costmodel import gspmd, xla_spmd
 from costmodel.collectives import _dense_rows
 from costmodel.ir import DiagnosticEngine, ir, passmanager, walk_ops
-from costmodel.partitioning import PARTITIONED_ATTR, is_marked_partitioned, mark_partitioned
+from costmodel.partitioning import PARTITIONED_ATTR, find_global_collective, is_marked_partitioned, mark_partitioned
 from costmodel.reshard_cse import merge_identical_collectives
 
 from . import PassError, PassInfo, PassOption, PassSession, register_pass
@@ -730,6 +730,16 @@ def _run(module: ir.Operation, options: dict, session: PassSession, progress, is
             f"propagate-shardings: the module is already partitioned ({PARTITIONED_ATTR}); left unchanged",
         )
         return
+    explicit = find_global_collective(module)
+    if explicit is not None:
+        # Shardy's collectives are already in place, on global shapes: partitioning again
+        # inserts its own next to them (the audit's all-reduce ran twice)
+        diags.error(
+            explicit.location,
+            f"propagate-shardings: the module holds Shardy's collectives on global shapes ('{explicit.name}', "
+            "as propagate-shardings per-device=false writes them); partition the original sharded module instead",
+        )
+        raise PassError("explicit collectives")
     has_sdy = module_has_shardy(module)
     if not has_sdy:
         if not gspmd.module_has_gspmd_shardings(module):

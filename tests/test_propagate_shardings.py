@@ -532,3 +532,28 @@ module @psum_of_max attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas
     reducer = out[out.index('"stablehlo.all_reduce"'):].split("stablehlo.return")[0]
     assert "stablehlo.add" in reducer and "stablehlo.maximum" not in reducer
     assert "costmodel.shardy_reduced" not in out
+
+
+def test_global_program_with_shardy_collectives_is_not_costed_as_one_device(tmp_path, capsys):
+    """propagate-shardings per-device=false writes global shapes with Shardy's collectives.
+    It was taken for a per-device program (8x the flops on 8 devices, `predict` said
+    "per-device"), and partitioning it again ran its all-reduce twice. Now: partitioning
+    it again, a trace of it, and predict are one-line errors naming the fix; annotating
+    its collectives (extract-collectives chakra=false) still works."""
+    from costmodel.cli import main as cli_main
+    from costmodel.driver import main as opt_main
+
+    g = tmp_path / "global.mlir"
+    assert opt_main([os.path.join(DATA, "tp_mlp.mlir"), "--propagate-shardings=per-device=false", "-o", str(g)]) == 0
+    assert "sdy.all_reduce" in g.read_text()
+    capsys.readouterr()
+    assert opt_main([str(g), "--propagate-shardings", "-o", str(tmp_path / "again.mlir")]) == 1
+    assert "holds Shardy's collectives on global shapes ('sdy.all_reduce'" in capsys.readouterr().err
+    assert opt_main([str(g), "--extract-collectives=system=dgx-h100", f"--export-chakra=chakra-dir={tmp_path}/t"]) == 1
+    err = capsys.readouterr().err
+    assert "its shapes are global" in err and "per-device=true" in err and not (tmp_path / "t").exists()
+    assert opt_main([str(g), "--extract-collectives=system=dgx-h100 chakra=false", "-o", str(tmp_path / "c.mlir")]) == 0
+    assert "costmodel.collective" in (tmp_path / "c.mlir").read_text()
+    capsys.readouterr()
+    assert cli_main(["predict", str(g), "--system", "dgx-h100"]) == 1
+    assert "holds Shardy's collectives on global shapes" in capsys.readouterr().err

@@ -32,7 +32,7 @@ _MANUAL_CUSTOM_CALLS = {"SPMDFullToShardShape", "SPMDShardToFullShape"}
 _PRE_PARTITION_OPS = {"sdy.sharding_constraint", "sdy.reshard"}
 
 # Shardy collectives on global shapes (`propagate-shardings{per-device=false}`): the
-# program's communication is explicit already.
+# program's communication is explicit, its shapes still global (not one device's).
 _SDY_COLLECTIVES = {
     "sdy.all_gather",
     "sdy.all_slice",
@@ -154,8 +154,12 @@ def find_unpartitioned_sharding(module) -> Unpartitioned | None:
     if is_marked_partitioned(module):
         return None
     ops = nested_ops(module)
-    if any(op.name in _SDY_COLLECTIVES for op in ops):
-        return None
+    for op in ops:
+        if op.name in _SDY_COLLECTIVES:
+            # global shapes with Shardy's explicit collectives (propagate-shardings
+            # per-device=false): costing it as one device's program counts every device's
+            # work (8x the flops on 8 devices)
+            return Unpartitioned(op, f"'{op.name}' (Shardy's collectives on global shapes: propagate-shardings per-device=false)")
     funcs = {
         ir.StringAttr(op.attributes["sym_name"]).value: op
         for op in ops
@@ -194,8 +198,22 @@ def find_unpartitioned_sharding(module) -> Unpartitioned | None:
 
 
 def unpartitioned_message(pass_name: str, found: Unpartitioned) -> str:
+    if found.op is not None and getattr(found.op, "name", "") in _SDY_COLLECTIVES:
+        return (
+            f"{pass_name}: the module is not partitioned ({found.what}): its shapes are global, every rank "
+            "would run every device's work. Run --propagate-shardings with per-device=true (the default) instead"
+        )
     return (
         f"{pass_name}: the module is sharded but not partitioned ({found.what}); "
         "every rank would run the global program with no collectives. "
         "Run --propagate-shardings first (it turns the sharded program into the per-device one)"
     )
+
+
+def find_global_collective(module):
+    """The first Shardy collective on global shapes (what propagate-shardings with
+    per-device=false writes), or None."""
+    for op in nested_ops(module):
+        if op.name in _SDY_COLLECTIVES:
+            return op
+    return None
