@@ -171,8 +171,8 @@ def parse_args(argv: list[str]) -> Options:
                     o.elide_limit = int(value)
                 except ValueError:
                     raise UsageError(f"option '{name}' expects an integer, got '{value}'") from None
-                if o.elide_limit < 0:
-                    raise UsageError(f"option '{name}' expects a non-negative integer, got '{value}'")
+                if not 0 <= o.elide_limit <= 2**63 - 1:
+                    raise UsageError(f"option '{name}' expects an integer from 0 to 2^63-1, got '{value}'")
             else:
                 if o.pipeline_text is not None:
                     raise UsageError(f"option '{name}' given more than once")

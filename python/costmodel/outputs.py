@@ -69,6 +69,12 @@ def _own_fd(path: str) -> int | None:
     return None
 
 
+def writes_stdout(path: str) -> bool:
+    """Does writing `path` write our standard output (`-`, /dev/stdout, /dev/fd/1)?"""
+    path = expand_path(path)
+    return path == "-" or _own_fd(path) == 1
+
+
 def is_stream_path(path: str) -> bool:
     """True when `path` must be streamed to: our own descriptors, or an existing
     character device, FIFO or socket (symlinks followed)."""

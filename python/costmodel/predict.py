@@ -426,12 +426,22 @@ def _predict(
                         extract.run(clone, parse_options(extract, f"system={sys_arg} chakra=false"), session)
                         sub = _trace_name(label, backend)
                         if trace_dir:
-                            result = run_from_pass(
-                                clone,
-                                spec,
-                                {"chakra": True, "chakra-dir": os.path.join(trace_dir, sub), "granularity": "region"},
-                                session,
-                            )
+                            try:
+                                result = run_from_pass(
+                                    clone,
+                                    spec,
+                                    {"chakra": True, "chakra-dir": os.path.join(trace_dir, sub), "granularity": "region"},
+                                    session,
+                                )
+                            except InputError as err:
+                                text = str(err)
+                                if "Chakra has no loops" not in text or "; give chakra=false" not in text:
+                                    raise
+                                # the pass's hint (chakra=false) is no option of predict
+                                raise PredictError(
+                                    text.split("; give chakra=false")[0]
+                                    + "; leave out --trace: without it `costmodel predict` simulates such a loop in memory"
+                                ) from None
                         else:  # the same graphs, simulated in memory
                             # the graph's shape is the same on every system: built once per
                             # fusion policy and backend (which ops take time: roofline prices

@@ -65,6 +65,8 @@ def node_json(n) -> dict:
 def _dump(args) -> int:
     from ..chakra.io import TraceFormatError, read_trace
 
+    if args.limit is not None and args.limit < 0:
+        raise CommandError(f"--limit must be at least 0, got {args.limit}")
     try:
         meta, nodes = read_trace(args.file)
     except TraceFormatError as err:

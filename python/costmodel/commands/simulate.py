@@ -58,10 +58,15 @@ def _run(args) -> int:
             write_atomically(args.trace, chrome_trace_bytes(report.records, len(report.ranks)))
         except OSError as err:
             raise CommandError(str(err) if err.strerror is None else f"cannot write '{args.trace}': {err.strerror}") from None
+    # the trace streamed to standard output: the report goes to stderr, so that stdout
+    # stays one JSON document
+    from ..outputs import writes_stdout
+
+    out = sys.stderr if args.trace and writes_stdout(args.trace) else sys.stdout
     if args.json:
-        sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
+        out.write(json.dumps(report.to_dict(), indent=2) + "\n")
     else:
-        sys.stdout.write(report.render() + "\n")
-        if args.trace:
-            sys.stdout.write(f"\ntrace: {args.trace} (open in https://ui.perfetto.dev)\n")
+        out.write(report.render() + "\n")
+        if args.trace and out is sys.stdout:
+            out.write(f"\ntrace: {args.trace} (open in https://ui.perfetto.dev)\n")
     return 0

@@ -37,7 +37,7 @@ class Dataset:
 def read_dataset(paths) -> Dataset:
     if isinstance(paths, str):
         paths = [paths]
-    meta, kernels, programs = None, [], []
+    meta_box, kernels, programs = [None], [], []
     for path in paths:
         try:
             fh = open(path)
@@ -46,23 +46,38 @@ def read_dataset(paths) -> Dataset:
 
             raise InputError(f"cannot read dataset '{path}': {err.strerror}") from None
         with fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as err:
-                    from ..ir import InputError
+            lineno = 0
+            try:
+                for lineno, line in enumerate(fh, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        row = json.loads(line)
+                    except json.JSONDecodeError as err:
+                        from ..ir import InputError
 
-                    raise InputError(f"{path}:{lineno}:{err.colno}: invalid JSON: {err.msg}") from None
-                kind = row.get("type")
-                if kind == "meta":
-                    meta = meta or row
-                elif kind == "kernel":
-                    kernels.append(row)
-                elif kind == "program":
-                    programs.append(row)
-    return Dataset(meta, kernels, programs)
+                        raise InputError(f"{path}:{lineno}:{err.colno}: invalid JSON: {err.msg}") from None
+                    if not isinstance(row, dict):
+                        from ..ir import InputError
+
+                        raise InputError(f"{path}:{lineno}: a dataset line must be a JSON object")
+                    _add_row(row, kernels, programs, meta_box)
+            except UnicodeDecodeError:
+                from ..ir import InputError
+
+                raise InputError(f"{path}:{lineno + 1}: not a text (JSON lines) dataset: not UTF-8") from None
+    return Dataset(meta_box[0], kernels, programs)
+
+
+def _add_row(row: dict, kernels: list, programs: list, meta_box: list) -> None:
+    """One line's row, by its type (the first meta row is kept; unknown types skipped)."""
+    kind = row.get("type")
+    if kind == "meta":
+        meta_box[0] = meta_box[0] or row
+    elif kind == "kernel":
+        kernels.append(row)
+    elif kind == "program":
+        programs.append(row)
 
 
 def split_by_program(names: list[str], test_fraction: float, seed: int = 0) -> tuple[set, set]:
