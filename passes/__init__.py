@@ -287,8 +287,12 @@ def parse_options(info: PassInfo, text: str) -> dict:
     known = {o.name: o for o in info.options}
     values = {o.name: o.default for o in info.options}
     extra: dict[str, str] = {}
+    seen: set[str] = set()
     for key, raw in split_option_text(text):
         norm = key.replace("_", "-") if key.replace("_", "-") in known else key
+        if norm in seen:  # as mlir-opt: an option may occur once (the last one silently won)
+            raise InputError(f"pass '{info.argument}': option '{norm}' given more than once")
+        seen.add(norm)
         if norm in known:
             values[norm] = _convert(info, known[norm], raw)
         elif info.extra_options_help is not None:

@@ -70,3 +70,18 @@ def test_predict_trace_of_a_huge_loop_names_predicts_own_way_out(tmp_path, capsy
     assert rc == 1 and "leave out --trace: without it `costmodel predict` simulates such a loop in memory" in err
     assert "chakra=false" not in err
     assert not (tmp_path / "T").exists() or os.listdir(tmp_path / "T") == []  # nothing of the run in place
+
+
+@pytest.mark.parametrize("flag", ["--trace", "--fusion", "--unknown-trip-count", "--plot"])
+def test_predict_empty_option_values_are_errors(capsys, flag):
+    """`--trace ''` was taken as no --trace (and so on): an empty value is an error."""
+    assert main(["predict", SHARDED, "--system", "dgx-h100", flag, ""]) == 1
+    assert _err(capsys).strip() == f"costmodel: error: {flag} needs a value, got an empty one"
+
+
+def test_predict_plot_extension_is_checked_before_the_work(tmp_path, capsys, monkeypatch):
+    import costmodel.predict as pr
+
+    monkeypatch.setattr(pr, "predict", lambda *a, **k: pytest.fail("predicted before checking --plot"))
+    assert main(["predict", SHARDED, "--system", "dgx-h100", "--plot", str(tmp_path / "x.txt")]) == 1
+    assert "--plot writes .png, .svg or .pdf files" in _err(capsys)

@@ -190,3 +190,13 @@ def test_annotate_cost_warns_on_a_sharded_program_not_partitioned():
     assert warned.startswith("annotate-cost: the module is sharded but not partitioned (%arg1 of @main")
     assert "run --propagate-shardings first" in warned
     assert warnings_of(["propagate-shardings", "annotate-cost"]) == []
+
+
+def test_an_option_given_twice_is_an_error():
+    """`--annotate-cost='hardware=h100-sxm hardware=a100-40gb'` silently took the last one;
+    as mlir-opt, an option may occur once (also spelled with an underscore)."""
+    info = get_pass("annotate-cost")
+    with pytest.raises(InputError, match="pass 'annotate-cost': option 'hardware' given more than once"):
+        parse_options(info, "hardware=h100-sxm hardware=a100-40gb")
+    with pytest.raises(InputError, match="option 'unknown-trip-count' given more than once"):
+        parse_options(info, "unknown-trip-count=3 unknown_trip_count=4")

@@ -22,7 +22,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from .hardware import SpecError
-from .ir import DiagnosticEngine, InputError, has_public_body, ir, load_module, make_context, nested_ops
+from .ir import DiagnosticEngine, InputError, attr_number, has_public_body, ir, load_module, make_context, nested_ops
 
 SCHEMA = "costmodel.predict/1"
 

@@ -22,7 +22,7 @@ def register(subparsers) -> None:
     p.add_argument(
         "--backend", action="append", default=[], metavar="NAME", help="cost backend (repeat; default roofline)"
     )
-    p.add_argument("--fusion", default="", help="kernel formation: xla-gpu, xla-tpu, iree or none (every op its own "
+    p.add_argument("--fusion", default=None, help="kernel formation: xla-gpu, xla-tpu, iree or none (every op its own "
                    "cost, no kernels formed; default: by hardware)")
     p.add_argument(
         "--inline",
@@ -95,8 +95,14 @@ def _run(args) -> int:
 
     if args.top < 0:
         raise CommandError(f"--top must be >= 0, got {args.top}")
+    for flag, value in (("--fusion", args.fusion), ("--trace", args.trace), ("--plot", args.plot),
+                        ("--unknown-trip-count", args.unknown_trip_count)):
+        if value is not None and not value.strip():  # given empty: not the same as not given
+            raise CommandError(f"{flag} needs a value, got an empty one")
     if args.plot:
         # a plot that cannot be written is known before the work, not after it
+        if os.path.splitext(args.plot)[1].lower() not in (".png", ".svg", ".pdf"):
+            raise CommandError(f"--plot writes .png, .svg or .pdf files, got '{args.plot}'")
         folder = os.path.dirname(os.path.abspath(args.plot))
         if not os.path.isdir(folder):
             raise CommandError(f"--plot {args.plot}: no directory '{folder}'")
@@ -106,7 +112,7 @@ def _run(args) -> int:
             args.model,
             systems=args.system,
             backends=args.backend or ["roofline"],
-            fusion=args.fusion,
+            fusion=args.fusion or "",
             sets=args.set,
             top=args.top,
             trace_dir=args.trace,
