@@ -168,7 +168,15 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
     from costmodel.partitioning import find_unpartitioned_sharding, may_be_sharded
 
     found = find_unpartitioned_sharding(module) if may_be_sharded(module) else None
-    if found is not None:
+    if found is not None and found.op.name.startswith("sdy.") and found.op.name != "sdy.sharding_constraint" \
+            and "per-device=false" in found.what:
+        session.diagnostics.warning(
+            found.op.location,
+            f"annotate-cost: the module is not partitioned ({found.what}): these are the costs of the whole "
+            "global program on one device; partition the original sharded module with --propagate-shardings "
+            "(per-device=true, the default) for the per-device program",
+        )
+    elif found is not None:
         # what was asked for, but rarely what is meant: the global program on one device
         session.diagnostics.warning(
             found.op.location,

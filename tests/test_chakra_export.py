@@ -344,7 +344,6 @@ SHARDED = [
     ("sharded/reshard_permute.mlir", True),
     ("sharded/reshard_all_to_all.mlir", True),
     ("sharded/shard_map.mlir", True),
-    ("collectives/sdy_collectives.mlir", False),
     ("collectives/shard_map_collectives.mlir", False),
     ("collectives/shard_map_loop_call.mlir", False),
 ]
@@ -367,6 +366,19 @@ def test_sharded_programs_on_8_devices(path, propagate, tmp_path, capsys):
     assert report.collectives + report.messages > 0
     sim = simulate_dir(str(out))
     assert sim.step_time_ns > 0
+
+
+def test_a_global_program_with_shardy_collectives_is_not_traced(tmp_path, capsys):
+    """Shardy's collectives on global shapes (propagate-shardings per-device=false): a trace
+    would run every device's work on every rank, so it is refused with the way out."""
+    from costmodel import driver
+
+    out = tmp_path / "t"
+    rc = driver.main([os.path.join(DATA, "collectives", "sdy_collectives.mlir"), "--annotate-cost=hardware=h100-sxm",
+                      f"--export-chakra=system=dgx-h100 chakra-dir={out}", "-o", str(tmp_path / "o.mlir")])
+    err = capsys.readouterr().err
+    assert rc == 1 and "its shapes are global" in err and "per-device=true" in err
+    assert not out.exists() and not (tmp_path / "o.mlir").exists()
 
 
 def test_one_collective_count_with_idle_ranks(tmp_path, capsys):
