@@ -720,6 +720,12 @@ def run(module: ir.Operation, options: dict, session: PassSession) -> None:
         raise failure
 
 
+# the most devices a mesh may have (Shardy and the partitioner allocate per device: a mesh
+# of 2^30 ran out of memory); no machine we model comes near it
+MAX_MESH_DEVICES = 1 << 22
+_MESH_AXIS_RE = re.compile(r'"[^"]*"\s*=\s*(\d+)')
+
+
 def _run(module: ir.Operation, options: dict, session: PassSession, progress, isolated: bool = False) -> None:
     diags = session.diagnostics
     if is_marked_partitioned(module):
@@ -730,6 +736,16 @@ def _run(module: ir.Operation, options: dict, session: PassSession, progress, is
             f"propagate-shardings: the module is already partitioned ({PARTITIONED_ATTR}); left unchanged",
         )
         return
+    for op in module.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name == "sdy.mesh" and "mesh" in op.attributes:
+            devices = math.prod(int(n) for n in _MESH_AXIS_RE.findall(str(op.attributes["mesh"])))
+            if devices > MAX_MESH_DEVICES:
+                diags.error(
+                    op.location,
+                    f"propagate-shardings: mesh of {devices:,} devices; at most {MAX_MESH_DEVICES:,} are supported",
+                )
+                raise PassError("mesh too large")
     explicit = find_global_collective(module)
     if explicit is not None:
         # Shardy's collectives are already in place, on global shapes: partitioning again

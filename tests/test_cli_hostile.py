@@ -85,3 +85,20 @@ def test_predict_plot_extension_is_checked_before_the_work(tmp_path, capsys, mon
     monkeypatch.setattr(pr, "predict", lambda *a, **k: pytest.fail("predicted before checking --plot"))
     assert main(["predict", SHARDED, "--system", "dgx-h100", "--plot", str(tmp_path / "x.txt")]) == 1
     assert "--plot writes .png, .svg or .pdf files" in _err(capsys)
+
+
+def test_a_mesh_of_a_billion_devices_is_refused(tmp_path, capsys):
+    """A mesh of 2^30 devices ran Shardy out of memory ('internal error ... bad_alloc')."""
+    from costmodel.driver import main as opt_main
+
+    text = open(SHARDED).read()
+    import re
+
+    n = 1 << 30
+    text = re.sub(r'"d"=\d+', f'"d"={n}', text).replace("size = 8 : i64", f"size = {n} : i64")
+    text = re.sub(r"mhlo.num_partitions = \d+", f"mhlo.num_partitions = {n}", text)
+    p = tmp_path / "huge.mlir"
+    p.write_text(text)
+    assert opt_main([str(p), "--propagate-shardings", "-o", os.devnull]) == 1
+    err = _err(capsys)
+    assert "propagate-shardings: mesh of 1,073,741,824 devices; at most 4,194,304 are supported" in err

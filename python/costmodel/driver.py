@@ -460,6 +460,11 @@ class Runner:
                 diags.add_mlir(err.error_diagnostics)
                 failures.append(err)
                 pass_.signal_pass_failure()
+            except MemoryError as err:  # the input is too large for this machine: no bug of ours
+                failures.append(err)
+                diags.error(op.location, f"{step.text}: ran out of memory ({err or 'MemoryError'}); the input is too "
+                            "large for this machine's memory")
+                pass_.signal_pass_failure()
             except Exception as err:  # a bug of ours: say so, with the traceback
                 import traceback
 
