@@ -340,3 +340,13 @@ def test_a_symlinked_trace_directory_is_written_through(tmp_path):
     outputs.write_dir(str(tmp_path / "link"), {**write_dir_files, "a": b"2"}, "g")
     assert os.path.islink(tmp_path / "link") and (tmp_path / "real" / "a").read_bytes() == b"2"
     assert sorted(os.listdir(tmp_path)) == ["link", "real"]
+
+
+def test_an_output_file_inside_the_trace_directory_is_refused_clearly(tmp_path):
+    """-o inside chakra-dir failed with 'exists and is not a trace directory' (the run's own
+    staged file); it is now said what is wrong, and nothing is left behind."""
+    (tmp_path / "t.chakra").mkdir()
+    r = _run(OPT + [SHARDED, "--propagate-shardings", f"--extract-collectives=system=dgx-h100 chakra-dir={tmp_path}/t.chakra",
+                    "-o", f"{tmp_path}/t.chakra/out.mlir"], tmp_path)
+    assert r.returncode == 1 and "is inside the trace directory" in r.stderr and "write it elsewhere" in r.stderr
+    assert os.listdir(tmp_path / "t.chakra") == [] and sorted(os.listdir(tmp_path)) == ["t.chakra"]

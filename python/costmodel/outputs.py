@@ -408,6 +408,12 @@ class OutputSet:
         """Move every staged output into place; raises OutputError (and then nothing of
         this run is in place, except for outputs already streamed)."""
         targets = [d.directory for d in self._dirs] + [f.target for f in self._files if f.staged]
+        for f in self._files:
+            for d in self._dirs:
+                if f.staged and os.path.abspath(f.target).startswith(d.directory + os.sep):
+                    self.discard()
+                    raise OutputError(f.path, f"is inside the trace directory '{d.directory}', which a run replaces "
+                                      "as a whole; write it elsewhere")
         try:
             # streams first (they cannot be undone): one that fails (/dev/full, a closed
             # pipe) leaves every file and directory of the run uninstalled
