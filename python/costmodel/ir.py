@@ -769,11 +769,22 @@ def defining_op(value):
     return owner.operation if hasattr(owner, "operation") else owner
 
 
-def walk_ops(op):
-    """Every op nested in `op`'s regions, pre-order (not `op` itself)."""
+def _child_ops(op):
     for region in op.regions:
         for block in region.blocks:
             for child in block.operations:
-                child = child.operation
-                yield child
-                yield from walk_ops(child)
+                yield child.operation
+
+
+def walk_ops(op):
+    """Every op nested in `op`'s regions, pre-order (not `op` itself), lazily: an op's
+    children are read after it is yielded. An explicit stack, not recursive generators
+    (each op of a nest d deep passed through d of them: 600 nested whiles took 29 s)."""
+    stack = [_child_ops(op)]
+    while stack:
+        child = next(stack[-1], None)
+        if child is None:
+            stack.pop()
+            continue
+        yield child
+        stack.append(_child_ops(child))

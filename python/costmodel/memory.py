@@ -998,12 +998,9 @@ _ORDERED_OPS = GROUP_COLLECTIVE_OPS | frozenset(
 
 
 def _walk(op):
-    for region in op.regions:
-        for block in region.blocks:
-            for child in block.operations:
-                child = child.operation
-                yield child
-                yield from _walk(child)
+    from .ir import walk_ops  # iterative: recursive generators cost each op its depth
+
+    return walk_ops(op)
 
 
 def _is_alias_op(op) -> bool:

@@ -109,12 +109,9 @@ def _is_tensor(t, iree_ir) -> bool:
 
 
 def _walk(op):
-    for region in op.regions:
-        for block in region.blocks:
-            for child in block.operations:
-                child = child.operation
-                yield child
-                yield from _walk(child)
+    from ..ir import walk_ops  # iterative: recursive generators cost each op its depth
+
+    return walk_ops(op)
 
 
 def read_program(module, iree_ir) -> IreeProgram:
