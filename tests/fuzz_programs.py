@@ -44,7 +44,7 @@ COMPARE_DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 
 OP_KINDS = (
     "unary", "binary", "convert", "broadcast_in_dim", "transpose", "reshape", "slice", "concatenate", "pad",
-    "dot_general", "convolution", "reduce", "gather", "scatter", "select", "while", "case",
+    "dot_general", "convolution", "reduce", "reduce_window", "gather", "scatter", "select", "while", "case",
 )
 
 # _IDENTITY_NOTE: movement ops that change nothing (broadcast/reshape to the same shape,
@@ -356,6 +356,36 @@ class _Builder:
             f"{out} = stablehlo.reduce({x.name} init: {init}) applies stablehlo.{op} across dimensions = {_ilist(dims)} "
             f": ({x.type}, {ttype((), x.dtype)}) -> {r.type}"
         )
+        return r
+
+    def op_reduce_window(self, x):
+        """Pooling: a window of 1-3 per dimension (not all 1: an identity), strides 1-2,
+        padding 0-1 on each side, add or max over it."""
+        if not x.shape:
+            return None
+        win = [self.draw(st.integers(1, min(3, d))) for d in x.shape]
+        if all(w == 1 for w in win):
+            return None  # an identity (see _IDENTITY_NOTE)
+        strides = [self.draw(st.integers(1, 2)) for _ in x.shape]
+        pads = [(self.draw(st.integers(0, 1)), self.draw(st.integers(0, 1))) for _ in x.shape]
+        shape = tuple((d + lo + hi - w) // s + 1 for d, w, s, (lo, hi) in zip(x.shape, win, strides, pads))
+        op = self.draw(st.sampled_from(["add", "maximum"]))
+        init, a, b, t = self.fresh("c"), self.fresh("a"), self.fresh("b"), self.fresh("t")
+        scalar = ttype((), x.dtype)
+        self.emit(f"{init} = stablehlo.constant dense<{_zero(x.dtype)}> : {scalar}")
+        self.use(x)
+        out = self.fresh()
+        r = Value(out, shape, x.dtype)
+        pad_text = ", ".join(f"[{lo}, {hi}]" for lo, hi in pads)
+        self.emit(
+            f'{out} = "stablehlo.reduce_window"({x.name}, {init}) <{{window_dimensions = array<i64: {", ".join(map(str, win))}>, '
+            f'window_strides = array<i64: {", ".join(map(str, strides))}>, '
+            f"padding = dense<[{pad_text}]> : tensor<{len(x.shape)}x2xi64>}}> ({{"
+        )
+        self.emit(f"^bb0({a}: {scalar}, {b}: {scalar}):", 2)
+        self.emit(f"{t} = stablehlo.{op} {a}, {b} : {scalar}", 4)
+        self.emit(f"stablehlo.return {t} : {scalar}", 4)
+        self.emit(f"}}) : ({x.type}, {scalar}) -> {r.type}")
         return r
 
     def _indices(self, rows: int) -> Value:
