@@ -45,6 +45,7 @@ COMPARE_DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 OP_KINDS = (
     "unary", "binary", "convert", "broadcast_in_dim", "transpose", "reshape", "slice", "concatenate", "pad",
     "dot_general", "convolution", "reduce", "reduce_window", "gather", "scatter", "select", "while", "case",
+    "call",
 )
 
 # _IDENTITY_NOTE: movement ops that change nothing (broadcast/reshape to the same shape,
@@ -97,6 +98,7 @@ class _Builder:
         self.used: set[str] = set()
         self.counter = 0
         self.kinds: set[str] = set()
+        self.funcs: list[str] = []  # private functions of op_call
 
     # -- names and values ---------------------------------------------------------
     def fresh(self, prefix: str = "v") -> str:
@@ -388,6 +390,26 @@ class _Builder:
         self.emit(f"}}) : ({x.type}, {scalar}) -> {r.type}")
         return r
 
+    def op_call(self, x):
+        """A private function of 1-3 unary ops on x's type, called once or twice in a row
+        (JAX's outlined helpers: each call runs its body)."""
+        p = self.fresh("p")
+        outer, self.lines = self.lines, []
+        v = Value(p, x.shape, x.dtype)
+        for _ in range(self.draw(st.integers(1, 3))):
+            v = self.unary_line(v, self.fresh(), 4)
+        body, self.lines = self.lines, outer
+        name = f"@f{self.counter}"
+        self.funcs.append(f"func.func private {name}({p}: {x.type}) -> {x.type} {{\n" + "\n".join(body)
+                          + f"\n    return {v.name} : {x.type}\n}}")
+        self.use(x)
+        r = x
+        for _ in range(self.draw(st.integers(1, 2))):
+            out = self.fresh()
+            self.emit(f"{out} = func.call {name}({r.name}) : ({x.type}) -> {x.type}")
+            r = Value(out, x.shape, x.dtype)
+        return r
+
     def _indices(self, rows: int) -> Value:
         return self.arg((rows, 1), "i32")
 
@@ -504,7 +526,7 @@ class _Builder:
         res_types = ", ".join(v.type for v in results)
         lines = [f"func.func public @main({args}) -> ({res_types}) {{", *self.lines,
                  f"  return {', '.join(v.name for v in results)} : {res_types}", "}"]
-        return Program("\n".join(lines) + "\n", frozenset(self.kinds))
+        return Program("\n".join(self.funcs + lines) + "\n", frozenset(self.kinds))
 
 
 @st.composite

@@ -27,7 +27,7 @@ from test_fuzz import HARDWARE, _check_annotated, _dict, _summary
 _LONG = int(os.environ.get("COSTMODEL_FUZZ_EXAMPLES", "0") or 0)
 IREE_FUZZ_EXAMPLES = _LONG or 25
 KERNEL_BLOCK_PARENTS = ("func.func", "stablehlo.while", "stablehlo.case", "stablehlo.if")
-NOT_FORMED = ("func.func", "func.return", "stablehlo.return", "stablehlo.while", "stablehlo.case", "stablehlo.if")
+NOT_FORMED = ("func.func", "func.call", "func.return", "stablehlo.return", "stablehlo.while", "stablehlo.case", "stablehlo.if")
 
 
 def _annotate_iree(text: str) -> Annotated:
@@ -115,9 +115,21 @@ def _check_iree(program: Program) -> None:
     _check_block_flops(a)
     assert s["iree_regions_without_kernel"] == len(lost)
 
+    from costmodel.ir import ir
+
     placement = _placement(a)
+    # a private function no call reaches any more (IREE inlined its calls) is not compiled
+    called = {ir.FlatSymbolRefAttr(op.attributes["callee"]).value for op in a.ops() if op.name == "func.call"}
+
+    def compiled(op) -> bool:
+        fn = op
+        while fn.name != "func.func":
+            fn = fn.parent
+        private = "sym_visibility" in fn.attributes and ir.StringAttr(fn.attributes["sym_visibility"]).value == "private"
+        return not private or ir.StringAttr(fn.attributes["sym_name"]).value in called
+
     formed = sum(
-        1 for op in a.ops() if op.parent.name in KERNEL_BLOCK_PARENTS and op.name not in NOT_FORMED
+        1 for op in a.ops() if op.parent.name in KERNEL_BLOCK_PARENTS and op.name not in NOT_FORMED and compiled(op)
     )
     assert sum(placement.values()) == formed, (placement, formed)
 
