@@ -997,10 +997,8 @@ _ORDERED_OPS = GROUP_COLLECTIVE_OPS | frozenset(
 )
 
 
-def _walk(op):
-    from .ir import walk_ops  # iterative: recursive generators cost each op its depth
-
-    return walk_ops(op)
+# every op nested in an op, pre-order (iterative: costmodel.ir.walk_ops)
+from .ir import walk_ops as _walk  # noqa: E402
 
 
 def _is_alias_op(op) -> bool:

@@ -108,10 +108,8 @@ def _is_tensor(t, iree_ir) -> bool:
     return True
 
 
-def _walk(op):
-    from ..ir import walk_ops  # iterative: recursive generators cost each op its depth
-
-    return walk_ops(op)
+# every op nested in an op, pre-order (iterative: costmodel.ir.walk_ops)
+from ..ir import walk_ops as _walk  # noqa: E402
 
 
 def read_program(module, iree_ir) -> IreeProgram:
