@@ -490,6 +490,9 @@ def test_calibrated_system_exporter_and_simulator_agree(annotate, tmp_path, text
     assert r.manifest["system"]["calibration"]["collective_latency_ns"]["value"] == 5000
     assert "bandwidth_GBps x bus_efficiency" in r.manifest["system"]["calibration"]["astra_sim"]
     assert "the protocols (LL, LL128, Simple)" in r.manifest["system"]["calibration"]["astra_sim"]
+    assert "rings on a FullyConnected dimension over a rank's n - 1 links at once" in \
+        r.manifest["system"]["calibration"]["astra_sim"]
+    assert "bandwidth_cap_factor" not in r.manifest["system"]["dims"][0]  # the model's own field
     assert r.manifest["system"]["dims"][0]["protocol_step_latency_ns"] == {"LL": 600, "LL128": 1900, "Simple": 3400}
     assert "calibration" not in res["plain"][0].manifest["system"]
     assert "bus_efficiency" not in res["plain"][0].manifest["system"]["dims"][0]

@@ -1280,6 +1280,8 @@ def system_summary(system) -> dict:
                "message of every chunk)" if any(d.has_step_latency for d in system.dims) else "")
             + (", and the protocols (" + ", ".join(p.name for p in system.calibration.protocols) + "), each "
                "collective running with the fastest" if system.calibration.protocols else "")
+            + (", and rings on a FullyConnected dimension over a rank's n - 1 links at once (ASTRA-sim: one link)"
+               if any(d.topology == "FullyConnected" for d in system.dims) else "")
         )
     return out
 
@@ -1287,7 +1289,8 @@ def system_summary(system) -> dict:
 def _dim_summary(d) -> dict:
     out = dataclasses.asdict(d) if dataclasses.is_dataclass(d) else dict(d)
     for key, default in (("bus_efficiency", None), ("protocol_step_latency_ns", None),
-                         ("protocol_max_bandwidth_GBps", None), ("bandwidth_factor", 1.0)):
+                         ("protocol_max_bandwidth_GBps", None), ("bandwidth_factor", 1.0),
+                         ("bandwidth_cap_factor", None)):
         if key in out and out[key] == default:  # not calibrated so: the manifest reads as before
             del out[key]
     for key in ("protocol_step_latency_ns", "protocol_max_bandwidth_GBps"):
