@@ -464,19 +464,17 @@ def _valid_taps(in_size: int, k_size: int, out_size: int, stride: int, pad_lo: i
         )
     total = 0
     top = (in_size - 1) * lhs_dil  # last undilated index of a real element
-    # undilated = o*stride - pad_lo + k*rhs_dil must be in [0, top], = 0 (mod lhs_dil)
+    # undilated = o*stride - pad_lo + k*rhs_dil must be in [0, top], = 0 (mod lhs_dil):
+    # symmetric in (o, stride) and (k, rhs_dil), so the loop runs over the shorter one
     if k_size <= out_size:
-        for k in range(k_size):
-            base = k * rhs_dil - pad_lo
-            lo = max(0, -(base // stride))  # ceil(-base / stride)
-            hi = min(out_size - 1, (top - base) // stride)
-            total += _count_congruent(lo, hi, stride, (-base) % lhs_dil, lhs_dil)
-        return total
-    for o in range(out_size):
-        base = o * stride - pad_lo
-        lo = max(0, -(base // rhs_dil))  # ceil(-base / rhs_dil)
-        hi = min(k_size - 1, (top - base) // rhs_dil)
-        total += _count_congruent(lo, hi, rhs_dil, (-base) % lhs_dil, lhs_dil)
+        outer, outer_step, inner, inner_step = k_size, rhs_dil, out_size, stride
+    else:
+        outer, outer_step, inner, inner_step = out_size, stride, k_size, rhs_dil
+    for i in range(outer):
+        base = i * outer_step - pad_lo
+        lo = max(0, -(base // inner_step))  # ceil(-base / inner_step)
+        hi = min(inner - 1, (top - base) // inner_step)
+        total += _count_congruent(lo, hi, inner_step, (-base) % lhs_dil, lhs_dil)
     return total
 
 
