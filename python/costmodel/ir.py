@@ -718,30 +718,45 @@ def _check_inlined_size(funcs: dict) -> None:
                     continue
             n += 1
         own[name], calls[name] = n, callees
+    order, back = call_graph_order(calls, list(funcs))
     size: dict = {}
-    state: dict = {}  # 1: on the stack, 2: done
-    for root in funcs:
+    for name in order:  # callees before their callers
+        total = own[name] + sum(1 if (name, c) in back else size[c] for c in calls[name])
+        size[name] = total
+        if total > MAX_INLINED_OPS:
+            raise InputError(
+                f"inlining the calls of '{name}' would make {total:,} ops (its calls fan out: a function called "
+                f"several times calls others several times); at most {MAX_INLINED_OPS:,}: keep the calls as "
+                "kernel boundaries (costmodel predict / kernels --no-inline)"
+            )
+
+
+def call_graph_order(calls: dict, roots) -> tuple[list, set]:
+    """(post-order, back edges) of a call graph (`calls`: function -> the functions it
+    calls) from `roots`, depth first and iterative (call chains deeper than Python's
+    stack): every callee comes before its callers, except along a back edge (caller,
+    callee), a call into a function still on the chain (recursion)."""
+    order: list = []
+    back: set = set()
+    state: dict = {}  # 1: on the chain, 2: done
+    for root in roots:
         if root in state:
             continue
-        stack = [(root, iter(calls[root]))]
         state[root] = 1
-        while stack:  # iterative post-order: call chains deeper than Python's stack
+        stack = [(root, iter(list(calls[root])))]
+        while stack:
             name, it = stack[-1]
             nxt = next(it, None)
             if nxt is None:
                 stack.pop()
-                total = own[name] + sum(size.get(c, 1) for c in calls[name])
-                size[name] = total
                 state[name] = 2
-                if total > MAX_INLINED_OPS:
-                    raise InputError(
-                        f"inlining the calls of '{name}' would make {total:,} ops (its calls fan out: a function called "
-                        f"several times calls others several times); at most {MAX_INLINED_OPS:,}: keep the calls as "
-                        "kernel boundaries (costmodel predict / kernels --no-inline)"
-                    )
+                order.append(name)
+            elif state.get(nxt) == 1:
+                back.add((name, nxt))
             elif nxt not in state:
                 state[nxt] = 1
-                stack.append((nxt, iter(calls[nxt])))
+                stack.append((nxt, iter(list(calls[nxt]))))
+    return order, back
 
 
 def nested_ops(op) -> list:

@@ -197,29 +197,11 @@ def collect_kernels(module) -> list[KernelRow]:
                             continue
                         if child.regions:
                             work.append((child, n))
-    # the call graph from the entries, depth first; a call back into a function on the
-    # current chain (recursion) is not followed
-    order: list = []
-    back: set = set()
-    state: dict = {}
-    for fn in entries:
-        root = ir.StringAttr(fn.attributes["sym_name"]).value
-        if root in state:
-            continue
-        state[root] = 1
-        stack = [(root, iter(list(call_runs[root])))]
-        while stack:
-            name, it = stack[-1]
-            nxt = next(it, None)
-            if nxt is None:
-                stack.pop()
-                state[name] = 2
-                order.append(name)
-            elif state.get(nxt) == 1:
-                back.add((name, nxt))
-            elif nxt not in state:
-                state[nxt] = 1
-                stack.append((nxt, iter(list(call_runs[nxt]))))
+    # the call graph from the entries; a call back into a function on the current chain
+    # (recursion) is not followed
+    from ..ir import call_graph_order
+
+    order, back = call_graph_order(call_runs, [ir.StringAttr(fn.attributes["sym_name"]).value for fn in entries])
     calls_of: dict = {}
     for fn in entries:
         root = ir.StringAttr(fn.attributes["sym_name"]).value
