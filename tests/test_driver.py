@@ -597,3 +597,17 @@ def test_diagnostics_of_serialized_inputs_name_the_op_not_file_0_0(capsys, tmp_p
     assert f"{bc}: warning: 'stablehlo.custom_call' not costed: custom_call target 'mystery_a'" in lines[0]
     assert lines[1].startswith(f"{bc}: warning:") and lines[1].endswith('(at "jit(f)/mystery_b")')
     assert lines[2].startswith(f"{bc}: warning:") and lines[2].endswith('(at "<stdin>:4:8 of the input it was made from")')
+
+
+def test_a_pass_out_of_memory_is_one_error_not_an_internal_one(capsys, module_file, monkeypatch):
+    """A MemoryError inside a pass (an input too large for the machine: Shardy's bad_alloc
+    on a 2^30-device mesh) is said as such, not as 'internal error (please report)'."""
+    import costmodel.passes.annotate_cost as annotate_cost
+
+    def out_of_memory(*_a, **_k):
+        raise MemoryError("std::bad_alloc")
+
+    monkeypatch.setattr(annotate_cost, "annotate_module", out_of_memory)
+    rc, _, err = run(capsys, module_file, "--annotate-cost")
+    assert rc == 1 and "internal error" not in err
+    assert "annotate-cost: ran out of memory (std::bad_alloc); the input is too large for this machine's memory" in err
