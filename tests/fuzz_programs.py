@@ -5,11 +5,16 @@ ops built on function arguments, with every value that has no user returned (so 
 is dead code that XLA's converter could drop). Valid by construction: every shape is
 computed here from the op's semantics; tests/test_fuzz.py parses and verifies each one.
 
-Op kinds: elementwise unary/binary (transcendentals included), convert,
-broadcast_in_dim, transpose, reshape, slice, concatenate, pad, dot_general (batch and
-contracting dims), convolution (NHWC/HWIO, strides, padding, dilation, groups), reduce
-(add/max), gather/scatter (the `x[i]` / `x.at[i].add(u)` forms), compare + select, while
-(a counted fori-style loop) and case.
+Element types f32, bf16, f16, f64, i32, i8, i64, ui32. Op kinds: elementwise
+unary/binary (transcendentals included), convert, broadcast_in_dim, transpose, reshape,
+slice, concatenate, pad, dot_general (batch and contracting dims) and the legacy dot
+(both now and then to a wider accumulator: bf16 -> f32, i8 -> i32), convolution (1-3
+spatial dims, channels last or first, strides, padding, lhs/rhs dilation, feature or
+batch groups), reduce (add/max) and a variadic argmax reduce, reduce_window,
+select_and_scatter, sort (one operand, or values and indices), gather/scatter (`x[i]`,
+`x[i, j]`, `x.at[i].add(u)`), dynamic_slice / dynamic_update_slice, compare + select,
+while (counted or of a bound the function receives, 1-3 carries, perhaps nested), case
+and func.call of a private function.
 
 Deliberately left out, so that our counts must equal XLA HloCostAnalysis's
 (docs/cost-rules.md "Deliberate differences"): ops whose operands are all constants
@@ -27,8 +32,9 @@ import math
 
 from hypothesis import strategies as st
 
-FLOAT_DTYPES = ("f32", "bf16", "f16")
-DTYPES = FLOAT_DTYPES + ("i32",)
+FLOAT_DTYPES = ("f32", "bf16", "f16", "f64")
+INT_DTYPES = ("i32", "i8", "i64", "ui32")
+DTYPES = FLOAT_DTYPES + INT_DTYPES
 
 UNARY_FLOAT = (
     "negate", "abs", "floor", "ceil", "sign", "round_nearest_even",
@@ -37,6 +43,7 @@ UNARY_FLOAT = (
     "sqrt", "rsqrt", "cbrt", "sine", "cosine",
 )
 UNARY_INT = ("negate", "abs", "sign", "not", "popcnt")
+UNARY_UNSIGNED = ("not", "popcnt")  # abs, sign and negate are for signed integers
 BINARY_FLOAT = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "remainder", "power", "atan2")
 BINARY_INT = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "remainder", "power", "and", "or",
               "xor", "shift_left", "shift_right_logical")
@@ -44,8 +51,8 @@ COMPARE_DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 
 OP_KINDS = (
     "unary", "binary", "convert", "broadcast_in_dim", "transpose", "reshape", "slice", "concatenate", "pad",
-    "dot_general", "convolution", "reduce", "reduce_window", "gather", "scatter", "select", "while", "case",
-    "call",
+    "dot_general", "dot", "convolution", "reduce", "argmax", "reduce_window", "select_and_scatter", "sort",
+    "gather", "scatter", "dynamic_slice", "dynamic_update_slice", "select", "while", "case", "call",
 )
 
 # _IDENTITY_NOTE: movement ops that change nothing (broadcast/reshape to the same shape,
@@ -54,7 +61,7 @@ OP_KINDS = (
 # (folded, not counted) while we count the program as written. For the same reason two
 # operands of one op are never the same value (select(p, a, a) -> a).
 MAX_DIM = 5
-MAX_RANK = 4
+MAX_RANK = 4  # of drawn shapes; a 3-D convolution makes rank-5 values
 
 
 def ttype(shape: tuple[int, ...], dtype: str) -> str:
@@ -65,8 +72,12 @@ def _ilist(xs) -> str:
     return "[" + ", ".join(str(int(x)) for x in xs) + "]"
 
 
+def is_int(dtype: str) -> bool:
+    return dtype in INT_DTYPES
+
+
 def _zero(dtype: str) -> str:
-    return "0" if dtype == "i32" else "0.000000e+00"
+    return "0" if is_int(dtype) else "0.000000e+00"
 
 
 @dataclasses.dataclass
@@ -84,9 +95,10 @@ class Value:
 class Program:
     text: str
     op_kinds: frozenset  # the OP_KINDS used
+    hardware: str = "a100-40gb"  # the preset it is annotated for
 
     def __repr__(self) -> str:  # hypothesis prints the falsifying example with this
-        return f"Program(op_kinds={sorted(self.op_kinds)!r}, text=\n{self.text}\n)"
+        return f"Program(op_kinds={sorted(self.op_kinds)!r}, hardware={self.hardware!r}, text=\n{self.text}\n)"
 
 
 class _Builder:
@@ -143,7 +155,7 @@ class _Builder:
 
     # -- op kinds: each returns the new value, or None when x does not suit it -----
     def unary_line(self, x: Value, out: str, indent: int = 2) -> Value:
-        ops = UNARY_INT if x.dtype == "i32" else UNARY_FLOAT
+        ops = UNARY_UNSIGNED if x.dtype.startswith("ui") else UNARY_INT if is_int(x.dtype) else UNARY_FLOAT
         op = self.draw(st.sampled_from(ops))
         self.emit(f"{out} = stablehlo.{op} {x.name} : {x.type}", indent)
         return Value(out, x.shape, x.dtype)
@@ -155,7 +167,7 @@ class _Builder:
     def op_binary(self, x):
         y = self.same_type(x)
         self.use(x, y)
-        ops = BINARY_INT if x.dtype == "i32" else BINARY_FLOAT
+        ops = BINARY_INT if is_int(x.dtype) else BINARY_FLOAT
         op = self.draw(st.sampled_from(ops))
         out = self.fresh()
         self.emit(f"{out} = stablehlo.{op} {x.name}, {y.name} : {x.type}")
@@ -170,7 +182,7 @@ class _Builder:
         return r
 
     def op_broadcast_in_dim(self, x):
-        extra = self.draw(st.integers(0, MAX_RANK - len(x.shape)))
+        extra = self.draw(st.integers(0, max(0, MAX_RANK - len(x.shape))))
         rank = len(x.shape) + extra
         dims = sorted(self.draw(st.permutations(range(rank)))[: len(x.shape)])
         shape = [0] * rank
@@ -303,7 +315,7 @@ class _Builder:
         free_r = [rshape[pos] for pos, (role, _) in enumerate(roles) if role == "f"]
         shape = [x.shape[d] for d in batch_l] + [x.shape[d] for d in free_l] + free_r
         out = self.fresh()
-        r = Value(out, tuple(shape), x.dtype)
+        r = Value(out, tuple(shape), self._dot_result_dtype(x.dtype))
         batching = f"batching_dims = {_ilist(batch_l)} x {_ilist(batch_r)}, " if n_batch else ""
         self.emit(
             f"{out} = stablehlo.dot_general {x.name}, {y.name}, {batching}"
@@ -311,34 +323,77 @@ class _Builder:
         )
         return r
 
+    def _dot_result_dtype(self, dtype: str) -> str:
+        """The operands' type, or now and then a wider accumulator (mixed precision:
+        bf16 x bf16 -> f32 as JAX's preferred_element_type, i8 x i8 -> i32)."""
+        wider = {"bf16": "f32", "f16": "f32", "i8": "i32"}.get(dtype)
+        return wider if wider and self.draw(st.booleans()) else dtype
+
+    def op_dot(self, x):
+        """The legacy `stablehlo.dot`: vector or matrix times vector or matrix."""
+        if len(x.shape) not in (1, 2):
+            return None
+        k = x.shape[-1]
+        rshape = (k,) if self.draw(st.booleans()) else (k, self.draw(st.integers(1, MAX_DIM)))
+        y = self.arg(rshape, x.dtype)
+        self.use(x, y)
+        out = self.fresh()
+        r = Value(out, x.shape[:-1] + rshape[1:], self._dot_result_dtype(x.dtype))
+        self.emit(f"{out} = stablehlo.dot {x.name}, {y.name} : ({x.type}, {y.type}) -> {r.type}")
+        return r
+
     def op_convolution(self, x):
-        if len(x.shape) != 4 or x.dtype == "i32":
-            x = self.arg(self.shape(4, 4), self.draw(st.sampled_from(FLOAT_DTYPES)))
-        n, h, w, c = x.shape
-        groups = self.draw(st.sampled_from([g for g in range(1, c + 1) if c % g == 0]))
-        out_f = groups * self.draw(st.integers(1, 3))
-        spatial, strides, pads, dil = [], [], [], []
-        for size in (h, w):
+        """1-3 spatial dimensions, channels last (NHWC/HWIO) or first (NCHW/OIHW), kernel
+        1-3, strides, padding, input (lhs) and kernel (rhs) dilation, feature groups, now
+        and then batch groups (the filter gradient's form)."""
+        nsp = self.draw(st.integers(1, 3))
+        if len(x.shape) != nsp + 2 or is_int(x.dtype):
+            x = self.arg(self.shape(nsp + 2, nsp + 2), self.draw(st.sampled_from(FLOAT_DTYPES)))
+        last = self.draw(st.booleans())
+        if last:
+            n, spatial_in, c = x.shape[0], x.shape[1:-1], x.shape[-1]
+        else:
+            n, c, spatial_in = x.shape[0], x.shape[1], x.shape[2:]
+        bgroups = 1
+        if self.draw(st.integers(0, 4)) == 0:  # batch groups: feature groups are then 1
+            bgroups = self.draw(st.sampled_from([g for g in range(1, n + 1) if n % g == 0]))
+        groups = 1 if bgroups > 1 else self.draw(st.sampled_from([g for g in range(1, c + 1) if c % g == 0]))
+        out_f = groups * bgroups * self.draw(st.integers(1, 3))
+        kern, out_sp, strides, pads, ldil, rdil = [], [], [], [], [], []
+        for size in spatial_in:
             k = self.draw(st.integers(1, 3))
             d = self.draw(st.integers(1, 2))
+            ld = self.draw(st.integers(1, 2))
             s = self.draw(st.integers(1, 2))
             lo, hi = self.draw(st.integers(0, 2)), self.draw(st.integers(0, 2))
-            eff = (k - 1) * d + 1
-            if size + lo + hi < eff:
-                hi += eff - (size + lo + hi)
-            spatial.append((k, (size + lo + hi - eff) // s + 1))
+            eff_k = (k - 1) * d + 1
+            eff_in = (size - 1) * ld + 1 + lo + hi
+            if eff_in < eff_k:
+                hi += eff_k - eff_in
+                eff_in = eff_k
+            kern.append(k)
+            out_sp.append((eff_in - eff_k) // s + 1)
             strides.append(s)
             pads.append((lo, hi))
-            dil.append(d)
-        wv = self.arg((spatial[0][0], spatial[1][0], c // groups, out_f), x.dtype)
+            ldil.append(ld)
+            rdil.append(d)
+        sp = ", ".join(str(i) for i in range(nsp))
+        if last:
+            wv = self.arg((*kern, c // groups, out_f), x.dtype)
+            r_shape = (n // bgroups, *out_sp, out_f)
+            dims = f"[b, {sp}, f]x[{sp}, i, o]->[b, {sp}, f]"
+        else:
+            wv = self.arg((out_f, c // groups, *kern), x.dtype)
+            r_shape = (n // bgroups, out_f, *out_sp)
+            dims = f"[b, f, {sp}]x[o, i, {sp}]->[b, f, {sp}]"
         self.use(x, wv)
         out = self.fresh()
-        r = Value(out, (n, spatial[0][1], spatial[1][1], out_f), x.dtype)
+        r = Value(out, r_shape, x.dtype)
         pad_txt = "[" + ", ".join(f"[{a}, {b}]" for a, b in pads) + "]"
         self.emit(
-            f"{out} = stablehlo.convolution({x.name}, {wv.name}) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], "
-            f"window = {{stride = {_ilist(strides)}, pad = {pad_txt}, rhs_dilate = {_ilist(dil)}}} "
-            f"{{batch_group_count = 1 : i64, feature_group_count = {groups} : i64}} : ({x.type}, {wv.type}) -> {r.type}"
+            f"{out} = stablehlo.convolution({x.name}, {wv.name}) dim_numbers = {dims}, "
+            f"window = {{stride = {_ilist(strides)}, pad = {pad_txt}, lhs_dilate = {_ilist(ldil)}, rhs_dilate = {_ilist(rdil)}}} "
+            f"{{batch_group_count = {bgroups} : i64, feature_group_count = {groups} : i64}} : ({x.type}, {wv.type}) -> {r.type}"
         )
         return r
 
@@ -365,12 +420,9 @@ class _Builder:
         padding 0-1 on each side, add or max over it."""
         if not x.shape:
             return None
-        win = [self.draw(st.integers(1, min(3, d))) for d in x.shape]
+        win, strides, pads, shape = self._window(x)
         if all(w == 1 for w in win):
             return None  # an identity (see _IDENTITY_NOTE)
-        strides = [self.draw(st.integers(1, 2)) for _ in x.shape]
-        pads = [(self.draw(st.integers(0, 1)), self.draw(st.integers(0, 1))) for _ in x.shape]
-        shape = tuple((d + lo + hi - w) // s + 1 for d, w, s, (lo, hi) in zip(x.shape, win, strides, pads))
         op = self.draw(st.sampled_from(["add", "maximum"]))
         init, a, b, t = self.fresh("c"), self.fresh("a"), self.fresh("b"), self.fresh("t")
         scalar = ttype((), x.dtype)
@@ -378,17 +430,135 @@ class _Builder:
         self.use(x)
         out = self.fresh()
         r = Value(out, shape, x.dtype)
-        pad_text = ", ".join(f"[{lo}, {hi}]" for lo, hi in pads)
-        self.emit(
-            f'{out} = "stablehlo.reduce_window"({x.name}, {init}) <{{window_dimensions = array<i64: {", ".join(map(str, win))}>, '
-            f'window_strides = array<i64: {", ".join(map(str, strides))}>, '
-            f"padding = dense<[{pad_text}]> : tensor<{len(x.shape)}x2xi64>}}> ({{"
-        )
+        self.emit(f'{out} = "stablehlo.reduce_window"({x.name}, {init}) <{{{self._window_attrs(win, strides, pads)}}}> ({{')
         self.emit(f"^bb0({a}: {scalar}, {b}: {scalar}):", 2)
         self.emit(f"{t} = stablehlo.{op} {a}, {b} : {scalar}", 4)
         self.emit(f"stablehlo.return {t} : {scalar}", 4)
         self.emit(f"}}) : ({x.type}, {scalar}) -> {r.type}")
         return r
+
+    def op_argmax(self, x):
+        """A variadic reduce: the maximum and its index along some dimensions (jnp.argmax's
+        form: values and an i32 index operand reduced together by a compare + 2 selects)."""
+        if not x.shape or is_int(x.dtype):
+            return None
+        rank = len(x.shape)
+        k = self.draw(st.integers(1, rank))
+        dims = sorted(self.draw(st.permutations(range(rank)))[:k])
+        idx = self.arg(x.shape, "i32")
+        self.use(x, idx)
+        s, si = ttype((), x.dtype), "tensor<i32>"
+        c0, c1 = self.fresh("c"), self.fresh("c")
+        self.emit(f"{c0} = stablehlo.constant dense<{_zero(x.dtype)}> : {s}")
+        self.emit(f"{c1} = stablehlo.constant dense<0> : {si}")
+        a, b, c, d, p, v, i = (self.fresh(t) for t in "abcdpvi")
+        out = self.fresh("r")
+        shape = tuple(n for j, n in enumerate(x.shape) if j not in dims)
+        rv, ri = Value(out + "#0", shape, x.dtype), Value(out + "#1", shape, "i32")
+        self.emit(f'{out}:2 = "stablehlo.reduce"({x.name}, {idx.name}, {c0}, {c1}) ({{')
+        self.emit(f"^bb0({a}: {s}, {b}: {si}, {c}: {s}, {d}: {si}):", 2)
+        self.emit(f"{p} = stablehlo.compare GE, {a}, {c} : ({s}, {s}) -> tensor<i1>", 4)
+        self.emit(f"{v} = stablehlo.select {p}, {a}, {c} : tensor<i1>, {s}", 4)
+        self.emit(f"{i} = stablehlo.select {p}, {b}, {d} : tensor<i1>, {si}", 4)
+        self.emit(f"stablehlo.return {v}, {i} : {s}, {si}", 4)
+        self.emit(f"}}) {{dimensions = array<i64: {', '.join(map(str, dims))}>}} : ({x.type}, {idx.type}, {s}, {si}) -> ({rv.type}, {ri.type})")
+        self.add(ri)
+        return rv
+
+    def _window(self, x):
+        win = [self.draw(st.integers(1, min(3, d))) for d in x.shape]
+        strides = [self.draw(st.integers(1, 2)) for _ in x.shape]
+        pads = [(self.draw(st.integers(0, 1)), self.draw(st.integers(0, 1))) for _ in x.shape]
+        shape = tuple((d + lo + hi - w) // s + 1 for d, w, s, (lo, hi) in zip(x.shape, win, strides, pads))
+        return win, strides, pads, shape
+
+    def _window_attrs(self, win, strides, pads) -> str:
+        pad_text = ", ".join(f"[{lo}, {hi}]" for lo, hi in pads)
+        return (f'window_dimensions = array<i64: {", ".join(map(str, win))}>, '
+                f'window_strides = array<i64: {", ".join(map(str, strides))}>, '
+                f"padding = dense<[{pad_text}]> : tensor<{len(win)}x2xi64>")
+
+    def op_select_and_scatter(self, x):
+        """Max-pool's gradient: select the maximum of each window (GE), scatter-add the
+        source's element there."""
+        if not x.shape or is_int(x.dtype):
+            return None
+        win, strides, pads, shape = self._window(x)
+        if all(w == 1 for w in win):
+            return None
+        src = self.arg(shape, x.dtype)
+        self.use(x, src)
+        s = ttype((), x.dtype)
+        init = self.fresh("c")
+        self.emit(f"{init} = stablehlo.constant dense<{_zero(x.dtype)}> : {s}")
+        a, b, p, c, d, t = (self.fresh(n) for n in "abpcdt")
+        out = self.fresh()
+        self.emit(f'{out} = "stablehlo.select_and_scatter"({x.name}, {src.name}, {init}) ({{')
+        self.emit(f"^bb0({a}: {s}, {b}: {s}):", 2)
+        self.emit(f"{p} = stablehlo.compare GE, {a}, {b} : ({s}, {s}) -> tensor<i1>", 4)
+        self.emit(f"stablehlo.return {p} : tensor<i1>", 4)
+        self.emit("}, {")
+        self.emit(f"^bb0({c}: {s}, {d}: {s}):", 2)
+        self.emit(f"{t} = stablehlo.add {c}, {d} : {s}", 4)
+        self.emit(f"stablehlo.return {t} : {s}", 4)
+        self.emit(f"}}) {{{self._window_attrs(win, strides, pads)}}} : ({x.type}, {src.type}, {s}) -> {x.type}")
+        return Value(out, x.shape, x.dtype)
+
+    def op_sort(self, x):
+        """jnp.sort / argsort: one operand, or the values and an index operand sorted
+        together by the first one's order."""
+        if not x.shape:
+            return None
+        dim = self.draw(st.integers(0, len(x.shape) - 1))
+        operands = [x] + ([self.arg(x.shape, "i32")] if self.draw(st.booleans()) else [])
+        self.use(*operands)
+        scalars = [ttype((), v.dtype) for v in operands]
+        args = [(self.fresh("a"), self.fresh("b")) for _ in operands]
+        p = self.fresh("p")
+        out = self.fresh("r")
+        many = len(operands) > 1
+        stable = "true" if self.draw(st.booleans()) else "false"
+        self.emit(f'{out}{":2" if many else ""} = "stablehlo.sort"({", ".join(v.name for v in operands)}) ({{')
+        params = ", ".join(f"{n}: {t}" for (a, b), t in zip(args, scalars) for n in (a, b))
+        self.emit(f"^bb0({params}):", 2)
+        direction = self.draw(st.sampled_from(["LT", "GT"]))
+        self.emit(f"{p} = stablehlo.compare {direction}, {args[0][0]}, {args[0][1]} : ({scalars[0]}, {scalars[0]}) -> tensor<i1>", 4)
+        self.emit(f"stablehlo.return {p} : tensor<i1>", 4)
+        types = ", ".join(v.type for v in operands)
+        self.emit(f"}}) {{dimension = {dim} : i64, is_stable = {stable}}} : ({types}) -> ({types})")
+        if many:
+            self.add(Value(out + "#1", x.shape, "i32"))
+            return Value(out + "#0", x.shape, x.dtype)
+        return Value(out, x.shape, x.dtype)
+
+    def op_dynamic_slice(self, x):
+        if not x.shape:
+            return None
+        sizes = [self.draw(st.integers(1, d)) for d in x.shape]
+        if sizes == list(x.shape):
+            return None  # an identity (see _IDENTITY_NOTE)
+        idx = [self.arg((), "i32") for _ in x.shape]
+        self.use(x, *idx)
+        out = self.fresh()
+        r = Value(out, tuple(sizes), x.dtype)
+        self.emit(
+            f"{out} = stablehlo.dynamic_slice {x.name}, {', '.join(i.name for i in idx)}, sizes = {_ilist(sizes)} "
+            f": ({x.type}, {', '.join(i.type for i in idx)}) -> {r.type}"
+        )
+        return r
+
+    def op_dynamic_update_slice(self, x):
+        if not x.shape:
+            return None
+        upd = self.arg(tuple(self.draw(st.integers(1, d)) for d in x.shape), x.dtype)
+        idx = [self.arg((), "i32") for _ in x.shape]
+        self.use(x, upd, *idx)
+        out = self.fresh()
+        self.emit(
+            f"{out} = stablehlo.dynamic_update_slice {x.name}, {upd.name}, {', '.join(i.name for i in idx)} "
+            f": ({x.type}, {upd.type}, {', '.join(i.type for i in idx)}) -> {x.type}"
+        )
+        return Value(out, x.shape, x.dtype)
 
     def op_call(self, x):
         """A private function of 1-3 unary ops on x's type, called once or twice in a row
@@ -410,32 +580,38 @@ class _Builder:
             r = Value(out, x.shape, x.dtype)
         return r
 
-    def _indices(self, rows: int) -> Value:
-        return self.arg((rows, 1), "i32")
+    def _indexed_dims(self, x) -> int:
+        """How many leading dimensions a gather/scatter indexes: 1 (`x[i]`) or 2 (`x[i, j]`)."""
+        return self.draw(st.integers(1, min(2, len(x.shape))))
 
     def op_gather(self, x):
+        """`x[i]` or `x[i, j]` for a vector of indices (rows x k indices)."""
         if not x.shape:
             return None
+        k = self._indexed_dims(x)
         rows = self.draw(st.integers(1, MAX_DIM))
-        idx = self._indices(rows)
+        idx = self.arg((rows, k), "i32")
         self.use(x, idx)
         rank = len(x.shape)
         out = self.fresh()
-        r = Value(out, (rows,) + x.shape[1:], x.dtype)
+        r = Value(out, (rows,) + x.shape[k:], x.dtype)
         self.emit(
             f'{out} = "stablehlo.gather"({x.name}, {idx.name}) {{dimension_numbers = #stablehlo.gather<'
-            f"offset_dims = {_ilist(range(1, rank))}, collapsed_slice_dims = [0], start_index_map = [0], "
-            f"index_vector_dim = 1>, indices_are_sorted = false, slice_sizes = array<i64: {', '.join(['1'] + [str(d) for d in x.shape[1:]])}>}} "
+            f"offset_dims = {_ilist(range(1, 1 + rank - k))}, collapsed_slice_dims = {_ilist(range(k))}, "
+            f"start_index_map = {_ilist(range(k))}, index_vector_dim = 1>, indices_are_sorted = false, "
+            f"slice_sizes = array<i64: {', '.join(['1'] * k + [str(d) for d in x.shape[k:]])}>}} "
             f": ({x.type}, {idx.type}) -> {r.type}"
         )
         return r
 
     def op_scatter(self, x):
+        """`x.at[i].add(u)` or `x.at[i, j].add(u)`."""
         if not x.shape:
             return None
+        k = self._indexed_dims(x)
         rows = self.draw(st.integers(1, MAX_DIM))
-        idx = self._indices(rows)
-        upd = self.arg((rows,) + x.shape[1:], x.dtype)
+        idx = self.arg((rows, k), "i32")
+        upd = self.arg((rows,) + x.shape[k:], x.dtype)
         self.use(x, idx, upd)
         rank = len(x.shape)
         s = ttype((), x.dtype)
@@ -447,8 +623,8 @@ class _Builder:
         self.emit(f"stablehlo.return {c} : {s}", 4)
         self.emit(
             f"}}) {{indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<"
-            f"update_window_dims = {_ilist(range(1, rank))}, inserted_window_dims = [0], "
-            f"scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, unique_indices = false}} "
+            f"update_window_dims = {_ilist(range(1, 1 + rank - k))}, inserted_window_dims = {_ilist(range(k))}, "
+            f"scatter_dims_to_operand_dims = {_ilist(range(k))}, index_vector_dim = 1>, unique_indices = false}} "
             f": ({x.type}, {idx.type}, {upd.type}) -> {x.type}"
         )
         return Value(out, x.shape, x.dtype)
@@ -466,28 +642,66 @@ class _Builder:
         return Value(out, x.shape, x.dtype)
 
     def op_while(self, x):
-        trips = self.draw(st.integers(1, 6))
-        i32 = "tensor<i32>"
-        c0, w = self.fresh("c"), self.fresh("w")
-        it, v = self.fresh("it"), self.fresh("carry")
+        """A fori-style loop carrying x and 0-2 further values of its type: 1-6 trips,
+        or a bound the function receives (a trip count nobody can infer, counted once as
+        XLA does); the body chains unary ops, may combine the carries, and may hold a
+        loop of its own."""
         self.use(x)
-        self.emit(f"{c0} = stablehlo.constant dense<0> : {i32}")
-        self.emit(f"{w}:2 = stablehlo.while({it} = {c0}, {v} = {x.name}) : {i32}, {x.type}")
-        n, p = self.fresh("c"), self.fresh()
-        self.emit("cond {")
-        self.emit(f"{n} = stablehlo.constant dense<{trips}> : {i32}", 4)
-        self.emit(f"{p} = stablehlo.compare LT, {it}, {n} : ({i32}, {i32}) -> tensor<i1>", 4)
-        self.emit(f"stablehlo.return {p} : tensor<i1>", 4)
-        self.emit("} do {")
+        carries = [x] + [self.same_type(x, x) for _ in range(self.draw(st.integers(0, 2)))]
+        self.use(*carries)
+        bound = None if self.draw(st.integers(0, 3)) else self.arg((), "i32")
+        if bound is not None:
+            self.use(bound)
+        results = self._emit_while(carries, bound, indent=2, depth=0)
+        for extra in results[1:]:
+            self.add(extra)
+        return results[0]
+
+    def _emit_while(self, carries: list, bound, indent: int, depth: int) -> list:
+        i32 = "tensor<i32>"
+        pad = indent + 2
+        c0, w = self.fresh("c"), self.fresh("w")
+        it = self.fresh("it")
+        names = [self.fresh("carry") for _ in carries]
+        inits = [(it, c0)] + list(zip(names, (v.name for v in carries)))
+        types = [i32] + [v.type for v in carries]
+        nb = None
+        if bound is not None:
+            nb = self.fresh("n")
+            inits.append((nb, bound.name))
+            types.append(i32)
+        self.emit(f"{c0} = stablehlo.constant dense<0> : {i32}", indent)
+        self.emit(f"{w}:{len(inits)} = stablehlo.while({', '.join(f'{a} = {b}' for a, b in inits)}) : {', '.join(types)}", indent)
+        p = self.fresh()
+        self.emit("cond {", indent)
+        if nb is None:
+            n = self.fresh("c")
+            self.emit(f"{n} = stablehlo.constant dense<{self.draw(st.integers(1, 6))}> : {i32}", pad)
+        else:
+            n = nb
+        self.emit(f"{p} = stablehlo.compare LT, {it}, {n} : ({i32}, {i32}) -> tensor<i1>", pad)
+        self.emit(f"stablehlo.return {p} : tensor<i1>", pad)
+        self.emit("} do {", indent)
         one, nxt = self.fresh("c"), self.fresh()
-        self.emit(f"{one} = stablehlo.constant dense<1> : {i32}", 4)
-        self.emit(f"{nxt} = stablehlo.add {it}, {one} : {i32}", 4)
-        cur = Value(v, x.shape, x.dtype)
+        self.emit(f"{one} = stablehlo.constant dense<1> : {i32}", pad)
+        self.emit(f"{nxt} = stablehlo.add {it}, {one} : {i32}", pad)
+        cur = [Value(nm, v.shape, v.dtype) for nm, v in zip(names, carries)]
         for _ in range(self.draw(st.integers(1, 3))):
-            cur = self.unary_line(cur, self.fresh(), indent=4)
-        self.emit(f"stablehlo.return {nxt}, {cur.name} : {i32}, {x.type}", 4)
-        self.emit("}")
-        return Value(f"{w}#1", x.shape, x.dtype)
+            j = self.draw(st.integers(0, len(cur) - 1))
+            cur[j] = self.unary_line(cur[j], self.fresh(), indent=pad)
+        if len(cur) > 1 and self.draw(st.booleans()):  # one carry updated from another
+            j = self.draw(st.integers(1, len(cur) - 1))
+            if cur[0].name != cur[j].name:
+                out = self.fresh()
+                op = "add" if not is_int(cur[0].dtype) else "xor"
+                self.emit(f"{out} = stablehlo.{op} {cur[0].name}, {cur[j].name} : {cur[0].type}", pad)
+                cur[0] = Value(out, cur[0].shape, cur[0].dtype)
+        if depth == 0 and self.draw(st.integers(0, 3)) == 0:  # a loop nested in the body
+            cur[0] = self._emit_while([cur[0]], None, indent=pad, depth=depth + 1)[0]
+        rets = [nxt] + [v.name for v in cur] + ([nb] if nb else [])
+        self.emit(f"stablehlo.return {', '.join(rets)} : {', '.join(types)}", pad)
+        self.emit("}", indent)
+        return [Value(f"{w}#{1 + i}", v.shape, v.dtype) for i, v in enumerate(carries)]
 
     def op_case(self, x):
         idx = self.arg((), "i32")
@@ -531,6 +745,10 @@ class _Builder:
 
 @st.composite
 def programs(draw, kinds=OP_KINDS, max_ops: int = 6) -> Program:
-    """A random valid StableHLO module of 1..max_ops ops drawn from `kinds`."""
+    """A random valid StableHLO module of 1..max_ops ops drawn from `kinds`, for one of
+    the shipped hardware presets (GPUs, TPUs, the CPU)."""
+    from costmodel.hardware import list_hardware
+
     n_ops = draw(st.integers(1, max_ops))
-    return _Builder(draw).build(n_ops, tuple(kinds))
+    program = _Builder(draw).build(n_ops, tuple(kinds))
+    return dataclasses.replace(program, hardware=draw(st.sampled_from(sorted(list_hardware()))))
