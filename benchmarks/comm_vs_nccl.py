@@ -11,7 +11,8 @@ from NCCL's source, independently of the preset: for each protocol p of LL, LL12
     t_p = baseLat[Ring][p] + 2 (n-1) hwLat[NVLink][Ring][p] + bytes x 2 (n-1) / n / busBw_p
 
 with baseLat Ring {6.6, 14.0, 8.4} us, hwLat NVLink Ring {0.6, 1.9, 3.4} us, busBw_p the
-preset's calibrated bus bandwidth (bandwidth_GBps x bus_efficiency, what nccl-tests
+preset's calibrated bus bandwidth (bandwidth_GBps x bus_efficiency x the links a rank's
+ring drives: n - 1 on a FullyConnected board, one through a switch; what nccl-tests
 measured) times NCCL's protocol factor {0.5, 0.92, 1.0}, LL capped at llMaxBw of the GPU's
 architecture (Ampere 87.7, Hopper 141, Blackwell 282 GB/s; LL128's per-channel cap left
 out), NCCL running the fastest, plus XLA's 5 us kernel launch overhead
@@ -49,7 +50,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--system", action="append", help="a single-dimension preset (default: dgx-h100, a100-40gb-x4)")
     args = ap.parse_args(argv)
-    from costmodel.commmodel import collective_time_ns
+    from costmodel.commmodel import _ring_links, collective_time_ns
     from costmodel.systems import load_system
 
     for name in args.system or ["dgx-h100", "a100-40gb-x4"]:
@@ -59,7 +60,8 @@ def main(argv=None) -> int:
             continue
         d = s.dims[0]
         n = d.npus_count
-        busbw = d.bandwidth_GBps * d.bus_efficiency
+        # the measured busbw the preset's bus_efficiency comes from (docs/communication-model.md)
+        busbw = d.bandwidth_GBps * d.bus_efficiency * _ring_links(s, "all_reduce", d, n)
         protos = ", ".join(p.name for p in s.calibration.protocols) or "none"
         print(f"\n{name}: ring all-reduce over {n} GPUs, calibrated busbw {busbw:.0f} GB/s, protocols {protos}")
         print(f"{'bytes':>12} {'ours':>11} {'protocol':>8} {'NCCL tuner':>11} {'protocol':>8} {'ours/NCCL':>9}")

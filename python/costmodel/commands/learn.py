@@ -21,9 +21,9 @@ def register(subparsers) -> None:
     c.add_argument("--held-in", action="store_true", help="also the held-in workloads (MLP, ResNet block, transformer block, GEMMs)")
     c.add_argument("--exclude", action="append", default=[], help="a dataset whose programs must not be generated again (held-out sets)")
     c.add_argument("--fusion", default="none,xla-gpu,xla-tpu", help="kernel formations whose kernels are measured")
-    c.add_argument("--threads", type=int, default=1)
-    c.add_argument("--repeats", type=int, default=5)
-    c.add_argument("--min-time-ms", type=float, default=20.0)
+    c.add_argument("--threads", type=int, default=1, help="the profiled backend's IREE worker threads (default 1; 0: one per physical core)")
+    c.add_argument("--repeats", type=int, default=5, help="timed repetitions per kernel, the median kept (default 5)")
+    c.add_argument("--min-time-ms", type=float, default=20.0, help="each repetition runs the kernel for at least this long (default 20)")
     c.add_argument("--no-program-times", action="store_true", help="skip measuring whole programs")
     c.set_defaults(func=_collect)
 
