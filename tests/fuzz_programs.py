@@ -752,3 +752,221 @@ def programs(draw, kinds=OP_KINDS, max_ops: int = 6) -> Program:
     n_ops = draw(st.integers(1, max_ops))
     program = _Builder(draw).build(n_ops, tuple(kinds))
     return dataclasses.replace(program, hardware=draw(st.sampled_from(sorted(list_hardware()))))
+
+
+# ---------------------------------------------------------------------------------------
+# per-device programs with collectives (tests/test_fuzz_collectives.py)
+# ---------------------------------------------------------------------------------------
+COLLECTIVE_KINDS = ("all_reduce", "all_reduce_pair", "all_gather", "reduce_scatter", "all_to_all", "collective_permute",
+                    "loop_all_reduce", "call_all_reduce")
+
+
+class _CollectiveBuilder(_Builder):
+    """A per-device (SPMD-partitioned) program of N partitions: elementwise ops and
+    collectives over random groups of the N devices (flattened ids: a channel handle and
+    use_global_device_ids), each group of one size per op, as XLA's partitioner emits
+    them; and a counted loop that all-reduces its carry every iteration."""
+
+    def __init__(self, draw, n_devices: int):
+        super().__init__(draw)
+        self.n = n_devices
+        self.channel = 0
+        # flattened ids over N partitions (SPMD, what jit exports), or N replicas
+        # cross-replica (pmap: no channel handles)
+        self.replicas = draw(st.integers(0, 3)) == 0
+
+    def groups(self) -> list[list[int]]:
+        size = self.draw(st.sampled_from([g for g in range(1, self.n + 1) if self.n % g == 0 and g > 1]))
+        order = self.draw(st.permutations(range(self.n)))
+        return [sorted(order[i:i + size]) for i in range(0, self.n, size)]
+
+    def _channel(self) -> str:
+        if self.replicas:
+            return ""
+        self.channel += 1
+        return f"channel_handle = #stablehlo.channel_handle<handle = {self.channel}, type = 1>, "
+
+    def _attrs(self, groups) -> str:
+        rows = ", ".join("[" + ", ".join(map(str, g)) + "]" for g in groups)
+        return (f"{self._channel()}replica_groups = dense<[{rows}]> : tensor<{len(groups)}x{len(groups[0])}xi64>"
+                + ("" if self.replicas else ", use_global_device_ids"))
+
+    def _reducer(self, dtype: str, indent: int = 2) -> None:
+        s = ttype((), dtype)
+        a, b, c = self.fresh("s"), self.fresh("s"), self.fresh("s")
+        self.emit(f"^bb0({a}: {s}, {b}: {s}):", indent)
+        self.emit(f"{c} = stablehlo.add {a}, {b} : {s}", indent + 2)
+        self.emit(f"stablehlo.return {c} : {s}", indent + 2)
+
+    def _float(self, x: Value) -> Value:
+        return x if not is_int(x.dtype) and x.shape else self.arg(self.shape(1, 3), self.draw(st.sampled_from(FLOAT_DTYPES)))
+
+    def op_all_reduce(self, x):
+        x = self._float(x)
+        self.use(x)
+        out = self.fresh()
+        self.emit(f'{out} = "stablehlo.all_reduce"({x.name}) <{{{self._attrs(self.groups())}}}> ({{')
+        self._reducer(x.dtype)
+        self.emit(f"}}) : ({x.type}) -> {x.type}")
+        return Value(out, x.shape, x.dtype)
+
+    def op_all_gather(self, x):
+        x = self._float(x)
+        groups = self.groups()
+        dim = self.draw(st.integers(0, len(x.shape) - 1))
+        self.use(x)
+        shape = list(x.shape)
+        shape[dim] *= len(groups[0])
+        out = self.fresh()
+        r = Value(out, tuple(shape), x.dtype)
+        self.emit(f'{out} = "stablehlo.all_gather"({x.name}) <{{all_gather_dim = {dim} : i64, {self._attrs(groups)}}}> : ({x.type}) -> {r.type}')
+        return r
+
+    def _divisible(self, x: Value, g: int) -> tuple[Value, int]:
+        """x, or a new argument of its type, with a dimension divisible by g; and that dimension."""
+        x = self._float(x)
+        dims = [d for d, n in enumerate(x.shape) if n % g == 0]
+        if dims:
+            return x, self.draw(st.sampled_from(dims))
+        shape = list(x.shape)
+        dim = self.draw(st.integers(0, len(shape) - 1))
+        shape[dim] = g * self.draw(st.integers(1, 3))
+        return self.arg(tuple(shape), x.dtype), dim
+
+    def op_reduce_scatter(self, x):
+        groups = self.groups()
+        g = len(groups[0])
+        x, dim = self._divisible(x, g)
+        self.use(x)
+        shape = list(x.shape)
+        shape[dim] //= g
+        out = self.fresh()
+        r = Value(out, tuple(shape), x.dtype)
+        self.emit(f'{out} = "stablehlo.reduce_scatter"({x.name}) <{{scatter_dimension = {dim} : i64, {self._attrs(groups)}}}> ({{')
+        self._reducer(x.dtype)
+        self.emit(f"}}) : ({x.type}) -> {r.type}")
+        return r
+
+    def op_all_to_all(self, x):
+        groups = self.groups()
+        g = len(groups[0])
+        x, split = self._divisible(x, g)
+        concat = self.draw(st.integers(0, len(x.shape) - 1))
+        self.use(x)
+        shape = list(x.shape)
+        shape[split] //= g
+        shape[concat] *= g
+        out = self.fresh()
+        r = Value(out, tuple(shape), x.dtype)
+        self.emit(
+            f'{out} = "stablehlo.all_to_all"({x.name}) <{{split_dimension = {split} : i64, concat_dimension = {concat} : i64, '
+            f"split_count = {g} : i64, {self._attrs(groups)}}}> : ({x.type}) -> {r.type}"
+        )
+        return r
+
+    def op_collective_permute(self, x):
+        """A shift of some ranks to others (distinct sources, distinct targets): a ring
+        step, a swap, or a partial permutation; ranks no pair names receive zeros."""
+        x = self._float(x)
+        targets = self.draw(st.permutations(range(self.n)))
+        k = self.draw(st.integers(1, self.n))
+        sources = self.draw(st.permutations(range(self.n)))[:k]
+        pairs = [(s, targets[i]) for i, s in enumerate(sources) if s != targets[i]] or [(0, 1)]
+        self.use(x)
+        out = self.fresh()
+        rows = ", ".join(f"[{a}, {b}]" for a, b in pairs)
+        self.emit(
+            f'{out} = "stablehlo.collective_permute"({x.name}) <{{{self._channel()}'
+            f"source_target_pairs = dense<[{rows}]> : tensor<{len(pairs)}x2xi64>}}> : ({x.type}) -> {x.type}"
+        )
+        return Value(out, x.shape, x.dtype)
+
+    def op_all_reduce_pair(self, x):
+        """A variadic all-reduce of two values of one element type (what XLA's combiner
+        makes of two; one reducer serves both)."""
+        x = self._float(x)
+        y = self.arg(self.shape(1, 3), x.dtype)
+        self.use(x, y)
+        out = self.fresh("ar")
+        sx = ttype((), x.dtype)
+        a, b, c = (self.fresh("s") for _ in range(3))
+        self.emit(f'{out}:2 = "stablehlo.all_reduce"({x.name}, {y.name}) <{{{self._attrs(self.groups())}}}> ({{')
+        self.emit(f"^bb0({a}: {sx}, {b}: {sx}):", 2)
+        self.emit(f"{c} = stablehlo.add {a}, {b} : {sx}", 4)
+        self.emit(f"stablehlo.return {c} : {sx}", 4)
+        self.emit(f"}}) : ({x.type}, {y.type}) -> ({x.type}, {y.type})")
+        self.add(Value(out + "#1", y.shape, y.dtype))
+        return Value(out + "#0", x.shape, x.dtype)
+
+    def op_call_all_reduce(self, x):
+        """A private function that all-reduces its argument (JAX's outlined helpers, a
+        shard_map body), called once or twice."""
+        x = self._float(x)
+        p = self.fresh("p")
+        outer, self.lines = self.lines, []
+        cur = self.unary_line(Value(p, x.shape, x.dtype), self.fresh(), 4)
+        red = self.fresh()
+        self.emit(f'{red} = "stablehlo.all_reduce"({cur.name}) <{{{self._attrs(self.groups())}}}> ({{', 4)
+        self._reducer(x.dtype, indent=4)
+        self.emit(f"}}) : ({x.type}) -> {x.type}", 4)
+        body, self.lines = self.lines, outer
+        name = f"@f{self.counter}"
+        self.funcs.append(f"func.func private {name}({p}: {x.type}) -> {x.type} {{\n" + "\n".join(body)
+                          + f"\n    return {red} : {x.type}\n}}")
+        self.use(x)
+        r = x
+        for _ in range(self.draw(st.integers(1, 2))):
+            out = self.fresh()
+            self.emit(f"{out} = func.call {name}({r.name}) : ({x.type}) -> {x.type}")
+            r = Value(out, x.shape, x.dtype)
+        return r
+
+    def op_loop_all_reduce(self, x):
+        """A counted loop (1-4 trips) that all-reduces its carry each iteration (gradient
+        accumulation over microbatches, a scan over layers)."""
+        x = self._float(x)
+        self.use(x)
+        trips = self.draw(st.integers(1, 4))
+        i32 = "tensor<i32>"
+        c0, w, it, v = self.fresh("c"), self.fresh("w"), self.fresh("it"), self.fresh("carry")
+        self.emit(f"{c0} = stablehlo.constant dense<0> : {i32}")
+        self.emit(f"{w}:2 = stablehlo.while({it} = {c0}, {v} = {x.name}) : {i32}, {x.type}")
+        n, p = self.fresh("c"), self.fresh()
+        self.emit("cond {")
+        self.emit(f"{n} = stablehlo.constant dense<{trips}> : {i32}", 4)
+        self.emit(f"{p} = stablehlo.compare LT, {it}, {n} : ({i32}, {i32}) -> tensor<i1>", 4)
+        self.emit(f"stablehlo.return {p} : tensor<i1>", 4)
+        self.emit("} do {")
+        one, nxt = self.fresh("c"), self.fresh()
+        self.emit(f"{one} = stablehlo.constant dense<1> : {i32}", 4)
+        self.emit(f"{nxt} = stablehlo.add {it}, {one} : {i32}", 4)
+        cur = self.unary_line(Value(v, x.shape, x.dtype), self.fresh(), indent=4)
+        red = self.fresh()
+        self.emit(f'{red} = "stablehlo.all_reduce"({cur.name}) <{{{self._attrs(self.groups())}}}> ({{', 4)
+        self._reducer(x.dtype, indent=4)
+        self.emit(f"}}) : ({x.type}) -> {x.type}", 4)
+        self.emit(f"stablehlo.return {nxt}, {red} : {i32}, {x.type}", 4)
+        self.emit("}")
+        return Value(f"{w}#1", x.shape, x.dtype)
+
+    def build(self, n_ops: int, kinds) -> Program:
+        program = super().build(n_ops, kinds)
+        body = "\n".join("  " + line if line else line for line in program.text.rstrip("\n").split("\n"))
+        replicas, partitions = (self.n, 1) if self.replicas else (1, self.n)
+        text = (f"module attributes {{mhlo.num_replicas = {replicas} : i32, mhlo.num_partitions = {partitions} : i32}} {{\n"
+                f"{body}\n}}\n")
+        return dataclasses.replace(program, text=text)
+
+
+@st.composite
+def collective_programs(draw, n_devices: int, max_ops: int = 6) -> Program:
+    """A per-device program of `n_devices` partitions: 1..max_ops ops, each a collective
+    (COLLECTIVE_KINDS) or an elementwise op; at least one collective."""
+    kinds = ("unary", "binary") + COLLECTIVE_KINDS
+    n_ops = draw(st.integers(1, max_ops))
+    b = _CollectiveBuilder(draw, n_devices)
+    program = b.build(n_ops, kinds)
+    if not program.op_kinds & set(COLLECTIVE_KINDS):
+        b2 = _CollectiveBuilder(draw, n_devices)
+        program = b2.build(1, COLLECTIVE_KINDS)
+    return program
