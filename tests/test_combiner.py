@@ -310,3 +310,33 @@ def test_random_programs_combine_to_an_equivalent_valid_module(text, threshold_b
             assert len(op.operands) <= threshold_count
             if len(op.operands) > 1:
                 assert 4 * 8 * len(op.operands) <= threshold_bytes
+    # a clone replaying the recorded plan (costmodel predict's other clones) ends the same
+    plans: dict = {}
+    ctx2, first = load(text)
+    ctx3, second = load(text)
+    with ctx2:
+        s1 = combine_all_reduces(first, threshold_bytes=threshold_bytes, threshold_count=threshold_count, plans=plans)
+    with ctx3:
+        s2 = combine_all_reduces(second, threshold_bytes=threshold_bytes, threshold_count=threshold_count, plans=plans)
+    assert s1 == s2 == stats
+    assert str(first) == str(second) == str(m)
+
+
+def test_a_plan_of_another_module_is_not_replayed():
+    """The plans dict holds the first module's merges; a module whose blocks differ (other
+    ops, other all-reduce keys) is combined afresh, never merged by another's plan."""
+    plans: dict = {}
+    a = module(ar("ra", "a") + ar("rb", "b"), f"%a: {T}, %b: {T}", f"{T}, {T}", "%ra, %rb")
+    _, m1 = load(a)
+    assert combine_all_reduces(m1, plans=plans).groups == 1
+    # same op count, but the second all-reduce has other groups: not combinable with the first
+    b = module(ar("ra", "a") + ar("rb", "b", groups="[[0, 1], [2, 3]]"), f"%a: {T}, %b: {T}", f"{T}, {T}", "%ra, %rb")
+    _, m2 = load(b)
+    stats = combine_all_reduces(m2, plans=plans)
+    assert (stats.combined, stats.after) == (0, 2)
+    m2.operation.verify()
+    # another op count: afresh too
+    c = module(ar("ra", "a") + f"  %u = stablehlo.add %a, %b : {T}\n" + ar("rb", "b"), f"%a: {T}, %b: {T}", f"{T}, {T}, {T}",
+               "%ra, %rb, %u")
+    _, m3 = load(c)
+    assert combine_all_reduces(m3, plans=plans).groups == 1

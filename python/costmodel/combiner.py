@@ -176,14 +176,47 @@ def compiler_combines(policy: str) -> bool:
 
 
 def combine_all_reduces(module, threshold_bytes: int = XLA_GPU_THRESHOLD_BYTES,
-                        threshold_count: int = XLA_GPU_THRESHOLD_COUNT) -> CombineStats:
+                        threshold_count: int = XLA_GPU_THRESHOLD_COUNT, plans: dict | None = None) -> CombineStats:
     """Combine the module's all-reduces as XLA GPU's AllReduceCombiner does (see the
-    module docstring); returns what it did."""
+    module docstring); returns what it did.
+
+    `plans`: a dict shared by clones of one module (costmodel predict): the first clone
+    records which all-reduces each block combined, in order, and the others replay it
+    (the combination depends on the IR alone, not on the costs; a block whose recorded
+    members are not combinable alike is combined afresh)."""
     stats = CombineStats()
     with module.context:
-        for block in _blocks(module):
-            _combine_block(block, threshold_bytes, threshold_count, stats)
+        for seq, block in enumerate(_blocks(module)):
+            key = ("combine", threshold_bytes, threshold_count, seq)
+            plan = plans.get(key) if plans is not None else None
+            if plan is not None and _replay(block, plan, stats):
+                continue
+            groups: list = []
+            _combine_block(block, threshold_bytes, threshold_count, stats, groups)
+            if plans is not None:
+                plans[key] = (len(list(block.operations)) + sum(len(m) - 1 for m in groups), groups)
     return stats
+
+
+def _replay(block, plan, stats: CombineStats) -> bool:
+    """Merge `plan`'s recorded groups in `block` (False, nothing changed: the block is
+    not the one recorded)."""
+    n_ops, groups = plan
+    g = _Graph(block)
+    if len(g.ops) != n_ops:
+        return False
+    for members in groups:
+        keys = {g.key.get(m) for m in members}
+        if None in keys or len(keys) != 1:
+            return False
+    stats.all_reduces += len(g.key)
+    for members in groups:
+        nbytes = sum(g.size[m] for m in members)
+        _merge(g, members)
+        stats.combined += len(members)
+        stats.groups += 1
+        stats.bytes_combined += nbytes
+    return True
 
 
 def _blocks(module) -> list:
@@ -191,7 +224,9 @@ def _blocks(module) -> list:
     return [b for op in walk_ops(module.operation) if op.name in _CONTROL_FLOW for r in op.regions for b in r.blocks]
 
 
-def _combine_block(block, threshold_bytes: int, threshold_count: int, stats: CombineStats) -> None:
+def _combine_block(block, threshold_bytes: int, threshold_count: int, stats: CombineStats, groups: list) -> None:
+    """Combine one block's all-reduces; `groups` receives each combined set of nodes, in
+    the order merged."""
     g = _Graph(block)
     stats.all_reduces += len(g.key)
     remaining = set(g.key)  # XLA's `keys`: all-reduces not yet taken by a walk
@@ -236,6 +271,7 @@ def _combine_block(block, threshold_bytes: int, threshold_count: int, stats: Com
         if not to_combine:
             break
         if len(to_combine) > 1:  # a lone one: XLA leaves it as it is
+            groups.append(list(to_combine))
             _merge(g, to_combine)
             stats.combined += len(to_combine)
             stats.groups += 1

@@ -365,6 +365,7 @@ def _predict(
             templates: dict = {}  # one Chakra template graph per (policy, backend): retime_template
             memory_by_policy: dict = {}  # and one memory analysis
             combined_by_policy: dict = {}  # what the all-reduce combiner did
+            combine_plans: dict = {}  # and which all-reduces it combined: the other clones replay it
             policies_seen: set = set()
             top_kernels: list[dict] = []
             top_of = ""
@@ -419,7 +420,7 @@ def _predict(
                         policies_seen.add(policy)
                         if combine if combine is not None else compiler_combines(policy):
                             # after fusion, as XLA runs it (costmodel.combiner)
-                            stats = combine_all_reduces(clone)
+                            stats = combine_all_reduces(clone, plans=combine_plans)
                             if stats.combined:
                                 combined_by_policy[policy] = f"all-reduces {stats.all_reduces} -> {stats.after} (XLA GPU's combiner)"
                         extract = get_pass("extract-collectives")
