@@ -211,12 +211,17 @@ def _replay(block, plan, stats: CombineStats) -> bool:
             return False
     stats.all_reduces += len(g.key)
     for members in groups:
-        nbytes = sum(g.size[m] for m in members)
-        _merge(g, members)
-        stats.combined += len(members)
-        stats.groups += 1
-        stats.bytes_combined += nbytes
+        _merge_counted(g, members, stats)
     return True
+
+
+def _merge_counted(g: "_Graph", members: list[int], stats: CombineStats) -> None:
+    """_merge, counted in `stats`."""
+    nbytes = sum(g.size[m] for m in members)
+    _merge(g, members)
+    stats.combined += len(members)
+    stats.groups += 1
+    stats.bytes_combined += nbytes
 
 
 def _blocks(module) -> list:
@@ -272,10 +277,7 @@ def _combine_block(block, threshold_bytes: int, threshold_count: int, stats: Com
             break
         if len(to_combine) > 1:  # a lone one: XLA leaves it as it is
             groups.append(list(to_combine))
-            _merge(g, to_combine)
-            stats.combined += len(to_combine)
-            stats.groups += 1
-            stats.bytes_combined += nbytes
+            _merge_counted(g, to_combine, stats)
             post = g.post_order()  # the graph changed: XLA rebuilds its order too
             for r, i in enumerate(post):
                 rank[i] = r
