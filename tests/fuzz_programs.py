@@ -563,14 +563,23 @@ class _Builder:
     def op_call(self, x):
         """A private function of 1-3 unary ops on x's type, called once or twice in a row
         (JAX's outlined helpers: each call runs its body)."""
+
+        def body(v):
+            for _ in range(self.draw(st.integers(1, 3))):
+                v = self.unary_line(v, self.fresh(), 4)
+            return v
+
+        return self._call_private(x, body)
+
+    def _call_private(self, x, body) -> Value:
+        """Define a private function of x's type whose body `body(parameter)` emits
+        (returning the result), and call it once or twice in a row on x."""
         p = self.fresh("p")
         outer, self.lines = self.lines, []
-        v = Value(p, x.shape, x.dtype)
-        for _ in range(self.draw(st.integers(1, 3))):
-            v = self.unary_line(v, self.fresh(), 4)
-        body, self.lines = self.lines, outer
+        v = body(Value(p, x.shape, x.dtype))
+        lines, self.lines = self.lines, outer
         name = f"@f{self.counter}"
-        self.funcs.append(f"func.func private {name}({p}: {x.type}) -> {x.type} {{\n" + "\n".join(body)
+        self.funcs.append(f"func.func private {name}({p}: {x.type}) -> {x.type} {{\n" + "\n".join(lines)
                           + f"\n    return {v.name} : {x.type}\n}}")
         self.use(x)
         r = x
@@ -579,6 +588,14 @@ class _Builder:
             self.emit(f"{out} = func.call {name}({r.name}) : ({x.type}) -> {x.type}")
             r = Value(out, x.shape, x.dtype)
         return r
+
+    def _reducer(self, dtype: str, indent: int = 2) -> None:
+        """The region of a sum (scatter, all_reduce, reduce_scatter): one add."""
+        s = ttype((), dtype)
+        a, b, c = self.fresh("s"), self.fresh("s"), self.fresh("s")
+        self.emit(f"^bb0({a}: {s}, {b}: {s}):", indent)
+        self.emit(f"{c} = stablehlo.add {a}, {b} : {s}", indent + 2)
+        self.emit(f"stablehlo.return {c} : {s}", indent + 2)
 
     def _indexed_dims(self, x) -> int:
         """How many leading dimensions a gather/scatter indexes: 1 (`x[i]`) or 2 (`x[i, j]`)."""
@@ -614,13 +631,9 @@ class _Builder:
         upd = self.arg((rows,) + x.shape[k:], x.dtype)
         self.use(x, idx, upd)
         rank = len(x.shape)
-        s = ttype((), x.dtype)
-        a, b, c = self.fresh("s"), self.fresh("s"), self.fresh("s")
         out = self.fresh()
         self.emit(f'{out} = "stablehlo.scatter"({x.name}, {idx.name}, {upd.name}) ({{')
-        self.emit(f"^bb0({a}: {s}, {b}: {s}):", 2)
-        self.emit(f"{c} = stablehlo.add {a}, {b} : {s}", 4)
-        self.emit(f"stablehlo.return {c} : {s}", 4)
+        self._reducer(x.dtype)
         self.emit(
             f"}}) {{indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<"
             f"update_window_dims = {_ilist(range(1, 1 + rank - k))}, inserted_window_dims = {_ilist(range(k))}, "
@@ -657,7 +670,9 @@ class _Builder:
             self.add(extra)
         return results[0]
 
-    def _emit_while(self, carries: list, bound, indent: int, depth: int) -> list:
+    def _emit_while(self, carries: list, bound, indent: int, depth: int, last=None) -> list:
+        """A counted loop over `carries` (see op_while); `last(value, indent)`, when given,
+        makes the first carry's final value in the body (an all-reduce of it)."""
         i32 = "tensor<i32>"
         pad = indent + 2
         c0, w = self.fresh("c"), self.fresh("w")
@@ -698,6 +713,8 @@ class _Builder:
                 cur[0] = Value(out, cur[0].shape, cur[0].dtype)
         if depth == 0 and self.draw(st.integers(0, 3)) == 0:  # a loop nested in the body
             cur[0] = self._emit_while([cur[0]], None, indent=pad, depth=depth + 1)[0]
+        if last is not None:
+            cur[0] = last(cur[0], pad)
         rets = [nxt] + [v.name for v in cur] + ([nb] if nb else [])
         self.emit(f"stablehlo.return {', '.join(rets)} : {', '.join(types)}", pad)
         self.emit("}", indent)
@@ -791,24 +808,13 @@ class _CollectiveBuilder(_Builder):
         return (f"{self._channel()}replica_groups = dense<[{rows}]> : tensor<{len(groups)}x{len(groups[0])}xi64>"
                 + ("" if self.replicas else ", use_global_device_ids"))
 
-    def _reducer(self, dtype: str, indent: int = 2) -> None:
-        s = ttype((), dtype)
-        a, b, c = self.fresh("s"), self.fresh("s"), self.fresh("s")
-        self.emit(f"^bb0({a}: {s}, {b}: {s}):", indent)
-        self.emit(f"{c} = stablehlo.add {a}, {b} : {s}", indent + 2)
-        self.emit(f"stablehlo.return {c} : {s}", indent + 2)
-
     def _float(self, x: Value) -> Value:
         return x if not is_int(x.dtype) and x.shape else self.arg(self.shape(1, 3), self.draw(st.sampled_from(FLOAT_DTYPES)))
 
     def op_all_reduce(self, x):
         x = self._float(x)
         self.use(x)
-        out = self.fresh()
-        self.emit(f'{out} = "stablehlo.all_reduce"({x.name}) <{{{self._attrs(self.groups())}}}> ({{')
-        self._reducer(x.dtype)
-        self.emit(f"}}) : ({x.type}) -> {x.type}")
-        return Value(out, x.shape, x.dtype)
+        return self._all_reduce_line(x)
 
     def op_all_gather(self, x):
         x = self._float(x)
@@ -888,12 +894,8 @@ class _CollectiveBuilder(_Builder):
         y = self.arg(self.shape(1, 3), x.dtype)
         self.use(x, y)
         out = self.fresh("ar")
-        sx = ttype((), x.dtype)
-        a, b, c = (self.fresh("s") for _ in range(3))
         self.emit(f'{out}:2 = "stablehlo.all_reduce"({x.name}, {y.name}) <{{{self._attrs(self.groups())}}}> ({{')
-        self.emit(f"^bb0({a}: {sx}, {b}: {sx}):", 2)
-        self.emit(f"{c} = stablehlo.add {a}, {b} : {sx}", 4)
-        self.emit(f"stablehlo.return {c} : {sx}", 4)
+        self._reducer(x.dtype)
         self.emit(f"}}) : ({x.type}, {y.type}) -> ({x.type}, {y.type})")
         self.add(Value(out + "#1", y.shape, y.dtype))
         return Value(out + "#0", x.shape, x.dtype)
@@ -902,52 +904,26 @@ class _CollectiveBuilder(_Builder):
         """A private function that all-reduces its argument (JAX's outlined helpers, a
         shard_map body), called once or twice."""
         x = self._float(x)
-        p = self.fresh("p")
-        outer, self.lines = self.lines, []
-        cur = self.unary_line(Value(p, x.shape, x.dtype), self.fresh(), 4)
-        red = self.fresh()
-        self.emit(f'{red} = "stablehlo.all_reduce"({cur.name}) <{{{self._attrs(self.groups())}}}> ({{', 4)
-        self._reducer(x.dtype, indent=4)
-        self.emit(f"}}) : ({x.type}) -> {x.type}", 4)
-        body, self.lines = self.lines, outer
-        name = f"@f{self.counter}"
-        self.funcs.append(f"func.func private {name}({p}: {x.type}) -> {x.type} {{\n" + "\n".join(body)
-                          + f"\n    return {red} : {x.type}\n}}")
-        self.use(x)
-        r = x
-        for _ in range(self.draw(st.integers(1, 2))):
-            out = self.fresh()
-            self.emit(f"{out} = func.call {name}({r.name}) : ({x.type}) -> {x.type}")
-            r = Value(out, x.shape, x.dtype)
-        return r
+
+        def body(v):
+            cur = self.unary_line(v, self.fresh(), 4)
+            return self._all_reduce_line(cur, indent=4)
+
+        return self._call_private(x, body)
+
+    def _all_reduce_line(self, x: Value, indent: int = 2) -> Value:
+        out = self.fresh()
+        self.emit(f'{out} = "stablehlo.all_reduce"({x.name}) <{{{self._attrs(self.groups())}}}> ({{', indent)
+        self._reducer(x.dtype, indent=indent)
+        self.emit(f"}}) : ({x.type}) -> {x.type}", indent)
+        return Value(out, x.shape, x.dtype)
 
     def op_loop_all_reduce(self, x):
-        """A counted loop (1-4 trips) that all-reduces its carry each iteration (gradient
-        accumulation over microbatches, a scan over layers)."""
+        """A counted loop that all-reduces its carry each iteration (gradient accumulation
+        over microbatches, a scan over layers)."""
         x = self._float(x)
         self.use(x)
-        trips = self.draw(st.integers(1, 4))
-        i32 = "tensor<i32>"
-        c0, w, it, v = self.fresh("c"), self.fresh("w"), self.fresh("it"), self.fresh("carry")
-        self.emit(f"{c0} = stablehlo.constant dense<0> : {i32}")
-        self.emit(f"{w}:2 = stablehlo.while({it} = {c0}, {v} = {x.name}) : {i32}, {x.type}")
-        n, p = self.fresh("c"), self.fresh()
-        self.emit("cond {")
-        self.emit(f"{n} = stablehlo.constant dense<{trips}> : {i32}", 4)
-        self.emit(f"{p} = stablehlo.compare LT, {it}, {n} : ({i32}, {i32}) -> tensor<i1>", 4)
-        self.emit(f"stablehlo.return {p} : tensor<i1>", 4)
-        self.emit("} do {")
-        one, nxt = self.fresh("c"), self.fresh()
-        self.emit(f"{one} = stablehlo.constant dense<1> : {i32}", 4)
-        self.emit(f"{nxt} = stablehlo.add {it}, {one} : {i32}", 4)
-        cur = self.unary_line(Value(v, x.shape, x.dtype), self.fresh(), indent=4)
-        red = self.fresh()
-        self.emit(f'{red} = "stablehlo.all_reduce"({cur.name}) <{{{self._attrs(self.groups())}}}> ({{', 4)
-        self._reducer(x.dtype, indent=4)
-        self.emit(f"}}) : ({x.type}) -> {x.type}", 4)
-        self.emit(f"stablehlo.return {nxt}, {red} : {i32}, {x.type}", 4)
-        self.emit("}")
-        return Value(f"{w}#1", x.shape, x.dtype)
+        return self._emit_while([x], None, indent=2, depth=1, last=lambda v, indent: self._all_reduce_line(v, indent))[0]
 
     def build(self, n_ops: int, kinds) -> Program:
         program = super().build(n_ops, kinds)
