@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 
@@ -242,3 +243,151 @@ func.func @main(%x: tensor<128x256xf32>, %w: tensor<256x64xf32>) -> tensor<128x6
         assert attr_number(ir.DictAttr(s["backend_stats"])["kernels_predicted"]) == 1
     assert model.meta["invocation_ns"] < total < 1e9
     assert not (profile_cache / "profiles.sqlite3").exists()
+
+
+# -- hostile input to `costmodel learn` and the learned backend (new-user audit) ---------
+def _dataset(path, meta=None, rows=None):
+    with open(path, "w") as fh:
+        fh.write(json.dumps({"type": "meta", "device": "test", "threads": 1, "invocation_ns": 1000.0,
+                             "spec": SPEC.to_json(), **(meta or {})}) + "\n")
+        for r in rows if rows is not None else _synthetic_rows(40):
+            fh.write(json.dumps({"type": "kernel", **r}) + "\n")
+    return path
+
+
+def test_learn_train_never_overwrites_its_dataset(tmp_path, capsys):
+    data = _dataset(tmp_path / "d.jsonl")
+    before = data.read_bytes()
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(data)
+    for out in (data, link):
+        assert cli.main(["learn", "train", str(data), "--out", str(out), "--test-fraction", "0"]) == 1
+        assert "would replace it" in capsys.readouterr().err
+    assert data.read_bytes() == before
+
+
+def test_learn_collect_refuses_outputs_that_are_not_datasets(tmp_path, capsys):
+    model = tmp_path / "model.json"
+    model.write_text('{"format": "costmodel-gbt-1"}\n')
+    cases = [
+        (model, "exists and is not a dataset"),
+        (tmp_path / "missing" / "d.jsonl", "does not exist"),
+        (tmp_path, "not a regular file"),
+    ]
+    if os.path.exists("/dev/null"):
+        cases.append(("/dev/null", "not a regular file"))  # /dev/stdout: the same (read back, it would hang)
+    for out, why in cases:
+        assert cli.main(["learn", "collect", "--out", str(out), "--programs", "1"]) == 1
+        assert why in capsys.readouterr().err
+    assert model.read_text() == '{"format": "costmodel-gbt-1"}\n'
+
+
+def test_learn_collect_holds_its_dataset_locked(tmp_path):
+    import fcntl
+
+    from costmodel.ir import InputError
+    from costmodel.learn.dataset import _lock
+
+    data = _dataset(tmp_path / "d.jsonl")
+    with open(data, "a") as first, open(data, "a") as second:
+        fcntl.flock(first.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(InputError, match="another `costmodel learn collect` is writing it"):
+            _lock(second, str(data))
+
+
+def test_datasets_with_bad_rows_or_of_different_machines_are_refused(tmp_path, capsys):
+    from costmodel.ir import InputError
+    from costmodel.learn.dataset import read_dataset
+
+    good = _synthetic_rows(4)
+    for bad, why in (
+        ({**good[0], "target_ns": float("nan")}, "'target_ns' must be a finite time > 0"),
+        ({**good[0], "target_ns": -5.0}, "'target_ns' must be a finite time > 0"),
+        ({**good[0], "target_ns": "fast"}, "'target_ns' must be a finite time > 0"),
+        ({k: v for k, v in good[0].items() if k != "features"}, "needs its 'features' object"),
+        ({k: v for k, v in good[0].items() if k != "signature"}, "needs 'program' and 'signature'"),
+    ):
+        path = _dataset(tmp_path / "bad.jsonl", rows=[good[1], bad])
+        with pytest.raises(InputError, match=f"bad.jsonl:3: .*{why}"):
+            read_dataset(str(path))
+    a = _dataset(tmp_path / "a.jsonl")
+    b = _dataset(tmp_path / "b.jsonl", meta={"device": "other-cpu", "threads": 2})
+    with pytest.raises(InputError, match=r"b.jsonl: measured on another machine or with other settings than .*a.jsonl "
+                                         r"\(device 'test' vs 'other-cpu', threads 1 vs 2\)"):
+        read_dataset([str(a), str(b)])
+    assert cli.main(["learn", "train", str(a), str(b), "--out", str(tmp_path / "m.json")]) == 1
+    assert "another machine" in capsys.readouterr().err
+    # a GPU plan (kernel rows awaiting their measured times) is no dataset to train on
+    plan = _dataset(tmp_path / "plan.jsonl", rows=[{k: v for k, v in r.items() if k != "target_ns"} for r in good])
+    assert cli.main(["learn", "train", str(plan), "--out", str(tmp_path / "m.json")]) == 1
+    assert "4 of 4 kernel rows have no measured time" in capsys.readouterr().err
+
+
+def test_learn_train_and_eval_option_checks(tmp_path, capsys):
+    pytest.importorskip("sklearn", reason="training needs the [learn] extra (scikit-learn)")
+    data = _dataset(tmp_path / "d.jsonl")
+    out = str(tmp_path / "m.json")
+    assert cli.main(["learn", "train", str(data), "--out", out, "--baseline-floor-ns", "inf"]) == 1
+    assert "--baseline-floor-ns must be a finite number >= 0, got inf" in capsys.readouterr().err
+    assert cli.main(["learn", "train", str(data), "--out", out, "--test-fraction", "0.99"]) == 1
+    assert "leaves none of the 40 programs to train on" in capsys.readouterr().err
+    # eval: the model of the hardware the dataset was measured on, or a clear refusal
+    gpu = _dataset(tmp_path / "gpu.jsonl", meta={"hardware": "h200", "device": "NVIDIA H200"})
+    assert cli.main(["learn", "eval", str(gpu), "--model", str(_shipped("host-cpu"))]) == 1
+    assert "learned 'host-cpu' but" in capsys.readouterr().err
+    assert cli.main(["learn", "eval", str(gpu), "--json"]) == 0  # --hardware from the dataset's meta: h200's model
+    report = json.loads(capsys.readouterr().out)  # strict JSON: no NaN
+    assert report["kernel"]["kernels"] == 40
+    assert cli.main(["learn", "eval", str(data), "--hardware", "h200"]) == 1
+    assert "learned 'h200' but" in capsys.readouterr().err
+
+
+def _shipped(hardware):
+    from costmodel.backends.learned import shipped_model_path
+
+    return shipped_model_path(hardware)
+
+
+def test_malformed_model_files_are_one_line_errors(tmp_path):
+    from costmodel.learn.model import TreeModel
+
+    import gzip
+
+    with gzip.open(_shipped("h200"), "rt") as fh:
+        good = json.load(fh)
+    tree = good["trees"][0]
+    cases = {
+        "features": ({**good, "features": 5}, "'features' must be a list"),
+        "no trees": ({**good, "trees": [{}]}, "tree 0 needs"),
+        "child": ({**good, "trees": [{**tree, "left": [10 ** 6] + tree["left"][1:]}]}, "child index out of range"),
+        "init": ({**good, "init": 1e6}, "beyond e\\^700"),
+        "nan init": ({**good, "init": float("nan")}, "'init' must be a finite number"),
+        "nan leaf": ({**good, "trees": [{**tree, "value": [float("nan")] * len(tree["value"])}]}, "malformed"),
+        "invocation": ({**good, "meta": {**good["meta"], "invocation_ns": -5e6}}, "meta 'invocation_ns' must be a finite time >= 0"),
+        "floor": ({**good, "baseline_floor_ns": -1e9}, "'baseline_floor_ns' must be a finite number >= 0"),
+        "bandwidth": ({**good, "meta": {**good["meta"], "spec": {**good["meta"]["spec"], "memory_bandwidth_GBps": 0}}},
+                      "memory_bandwidth_GBps' must be a finite number > 0"),
+    }
+    for name, (doc, why) in cases.items():
+        path = tmp_path / f"{name.replace(' ', '_')}.json"
+        path.write_text(json.dumps(doc))
+        with pytest.raises(ValueError, match=why):
+            TreeModel.load(str(path))
+        with pytest.raises(BackendError, match=why):
+            make_backend("learned", load_hardware("h200"), {"model": str(path)})
+
+
+def test_a_cpu_model_on_another_cpu_says_so():
+    from costmodel.backends.learned import LearnedBackend
+    from costmodel.profiling.host import device_id
+
+    backend = make_backend("learned", load_hardware("host-cpu"), {})
+    assert isinstance(backend, LearnedBackend)
+    here = device_id()
+    backend.model_device = "cpu-some-other-cpu-000000000000"
+    (text,) = backend.warnings()
+    assert "learned the kernel times of CPU 'cpu-some-other-cpu-000000000000', not of this CPU" in text and here in text
+    backend.model_device = here
+    assert backend.warnings() == []
+    # a GPU model predicts its GPU, wherever it runs
+    assert make_backend("learned", load_hardware("h200"), {}).warnings() == []

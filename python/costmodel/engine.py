@@ -422,6 +422,9 @@ class CostEngine:
                     d[key] = self._cnt(value) if isinstance(value, int) else ir.StringAttr.get(str(value))
         if self.program_overhead_ns:
             d["program_overhead_ns"] = f64_attr(self.program_overhead_ns)
+        notes = getattr(self.backend, "warnings", None)
+        for text in notes() if notes is not None else ():  # e.g. learned: a model of another CPU
+            self.diags.warning(module.location, text)
         stats = getattr(self.backend, "summary_stats", None)
         if stats is not None:  # e.g. profiled: kernels measured / from cache / fallen back
             d["backend_stats"] = ir.DictAttr.get(

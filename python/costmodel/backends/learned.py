@@ -18,8 +18,8 @@ roofline time is above the largest the model saw for its kind, or of a kind it n
 saw, which trees can only extrapolate (`beyond=extrapolate` lets the model answer).
 
 Two models are shipped (`costmodel/data/models`): `host-cpu.json.gz`, trained on one
-machine's CPU through IREE (its `meta.device`; on another CPU it still predicts, and says
-so in each kernel's `model_device` detail), and `h200.json.gz`, trained on GPU kernel
+machine's CPU through IREE (its `meta.device`; on another CPU it still predicts, says
+so in each kernel's `model_device` detail and warns once: `warnings()`), and `h200.json.gz`, trained on GPU kernel
 times of an NVIDIA H200 through XLA (learn/gpu.py; no invocation overhead: a GPU
 program's time is its kernels'). A model predicts only the hardware it learned (its
 `meta.hardware`).
@@ -165,6 +165,23 @@ class LearnedBackend:
 
     def host_sync_ns(self) -> float:
         return self.invocation_ns
+
+    def warnings(self) -> list[str]:
+        """What the module's summary should warn of: a CPU model (it learned one CPU's
+        kernel times through IREE) predicting for another CPU."""
+        if model_hardware(self.model) != "host-cpu" or self.model_device == "?":
+            return []
+        from ..profiling.host import device_id
+
+        try:
+            here = device_id()
+        except (OSError, KeyError, ValueError):  # no /proc/cpuinfo: nothing to compare
+            return []
+        if here == self.model_device:
+            return []
+        return [f"backend 'learned': the model learned the kernel times of CPU '{self.model_device}', not of this "
+                f"CPU ('{here}'): its times are that CPU's; train a model here (`costmodel learn collect` + "
+                "`learn train`, docs/learned-model.md) or use backend=profiled"]
 
     def summary_stats(self) -> dict:
         stats = {"kernels_predicted": self.predicted, "kernels_fallback": self.fallbacks, "kernels_beyond_training": self.beyond}

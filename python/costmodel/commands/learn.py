@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import math
+import os
 import sys
 
 from . import CommandError
@@ -42,7 +44,8 @@ def register(subparsers) -> None:
     e = sub.add_parser("eval", help="metrics of a model on datasets (kernels and whole programs)")
     e.add_argument("data", nargs="+")
     e.add_argument("--model", default="default", help="model file (default: the shipped one of --hardware)")
-    e.add_argument("--hardware", default="host-cpu", help="whose shipped model --model=default is (host-cpu, h200)")
+    e.add_argument("--hardware", default=None,
+                   help="whose shipped model --model=default is (host-cpu, h200; default: the hardware the dataset was measured on)")
     e.add_argument("--fusion", default="xla-tpu")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=_eval)
@@ -76,6 +79,7 @@ def _collect(args) -> int:
             raise CommandError(f"unknown program family '{bad[0]}' (known: {', '.join(FAMILIES)})")
     if args.programs < 0 or args.threads < 0 or args.repeats < 1 or not args.min_time_ms > 0:
         raise CommandError("--programs and --threads must be >= 0, --repeats >= 1, --min-time-ms > 0")
+    _check_collect_out(args.out)
     excluded = set()
     for path in args.exclude:
         excluded |= {n.split("#")[0] for n in read_dataset(path).program_names()}
@@ -95,6 +99,44 @@ def _collect(args) -> int:
     )
     sys.stdout.write(json.dumps(stats) + "\n")
     return 0
+
+
+def _check_collect_out(path: str) -> None:
+    """`learn collect` appends to --out and reads it back: a regular file that is a
+    dataset (its first row a meta row), or a new file in an existing directory; anything
+    else (a model, a spec, /dev/stdout, a missing directory) is refused before hours of
+    measuring."""
+    import stat
+
+    real = os.path.realpath(path)
+    if not os.path.exists(real):
+        parent = os.path.dirname(real) or "."
+        if not os.path.isdir(parent):
+            raise CommandError(f"--out {path}: directory '{os.path.dirname(path) or '.'}' does not exist")
+        return
+    if not stat.S_ISREG(os.stat(real).st_mode):
+        raise CommandError(f"--out {path}: not a regular file (collect appends to its dataset and reads it back)")
+    try:
+        with open(real, encoding="utf-8") as fh:
+            first = next((line for line in fh if line.strip()), "")
+    except (OSError, UnicodeDecodeError) as err:
+        raise CommandError(f"--out {path}: cannot read it back: {err}") from None
+    if not first:
+        return
+    try:
+        row = json.loads(first)
+    except json.JSONDecodeError:
+        row = None
+    if not isinstance(row, dict) or row.get("type") != "meta":
+        raise CommandError(f"--out {path}: exists and is not a dataset (its first line is no meta row); "
+                           "collect into a new file or an earlier collection's")
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _params(items) -> dict:
@@ -117,11 +159,15 @@ def _train(args) -> int:
     if not 0 <= args.test_fraction < 1:
         raise CommandError(f"--test-fraction must be in [0, 1), got {args.test_fraction}")
     (fusion,) = _fusions(args.fusion)[:1]
-    ds = read_dataset(args.data)
-    if not ds.kernels:
-        raise CommandError(f"no measured kernel in {', '.join(args.data)}")
-    if not args.baseline_floor_ns >= 0:
-        raise CommandError(f"--baseline-floor-ns must be >= 0, got {args.baseline_floor_ns}")
+    if not (math.isfinite(args.baseline_floor_ns) and args.baseline_floor_ns >= 0):
+        raise CommandError(f"--baseline-floor-ns must be a finite number >= 0, got {args.baseline_floor_ns}")
+    for data in args.data:
+        if _same_file(data, args.out):
+            raise CommandError(f"--out {args.out} is the dataset {data}: the model would replace it; write the model elsewhere")
+    ds = _measured(read_dataset(args.data), args.data)
+    train_programs = len(ds.program_names()) - round(len(ds.program_names()) * args.test_fraction)
+    if args.test_fraction > 0 and train_programs < 1:
+        raise CommandError(f"--test-fraction {args.test_fraction} leaves none of the {len(ds.program_names())} programs to train on")
     try:
         model, report = train_model(
             ds,
@@ -149,27 +195,52 @@ def _train(args) -> int:
     return 0
 
 
+def _no_nan(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _no_nan(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_no_nan(v) for v in x]
+    return x
+
+
+def _measured(ds, paths):
+    """The dataset, when it holds measured kernels (not a plan awaiting its times)."""
+    if not ds.kernels:
+        raise CommandError(f"no measured kernel in {', '.join(paths)}")
+    missing = ds.unmeasured_kernels()
+    if missing:
+        raise CommandError(f"{', '.join(paths)}: {missing} of {len(ds.kernels)} kernel rows have no measured time "
+                           "(target_ns): a plan, not a dataset (`costmodel learn` docs: import the GPU's times first)")
+    return ds
+
+
 def _eval(args) -> int:
+    from ..backends import BackendError
     from ..backends.learned import shipped_model_path
     from ..learn.dataset import read_dataset
     from ..learn.model import TreeModel
     from ..learn.train import evaluate_model, fmt_metrics
 
     (fusion,) = _fusions(args.fusion)[:1]
-    from ..backends import BackendError
-
+    ds = _measured(read_dataset(args.data), args.data)
+    measured_on = str(ds.meta.get("hardware") or "host-cpu")
     try:
-        path = shipped_model_path(args.hardware) if args.model == "default" else args.model
+        path = shipped_model_path(args.hardware or measured_on) if args.model == "default" else args.model
     except BackendError as err:
         raise CommandError(str(err)) from None
     try:
         model = TreeModel.load(path)
     except ValueError as err:
         raise CommandError(str(err)) from None
-    ds = read_dataset(args.data)
+    learned_on = str(model.meta.get("hardware") or "host-cpu")
+    if learned_on != measured_on:
+        raise CommandError(f"the model '{path}' learned '{learned_on}' but {', '.join(args.data)} was measured on "
+                           f"'{measured_on}' (its meta): evaluate a model of '{measured_on}'")
     report = evaluate_model(model, ds, fusion)
-    if args.json:
-        sys.stdout.write(json.dumps(report, indent=1) + "\n")
+    if args.json:  # strict JSON: a metric that has no value (NaN) is null
+        sys.stdout.write(json.dumps(_no_nan(report), indent=1, allow_nan=False) + "\n")
     else:
         sys.stdout.write(f"kernels:  {fmt_metrics(report['kernel'])}\nprograms: {fmt_metrics(report['program'])} (fusion={fusion})\n")
     return 0

@@ -15,6 +15,7 @@ resumed: programs already in the file are skipped.
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 
@@ -29,16 +30,34 @@ class Dataset:
         self.kernels = kernels
         self.programs = programs
 
+    def unmeasured_kernels(self) -> int:
+        """Kernel rows without a measured time (a GPU plan before its import)."""
+        return sum(1 for r in self.kernels if r.get("target_ns") is None)
+
     def program_names(self) -> list[str]:
         names = {r["program"] for r in self.kernels} | {p["program"] for p in self.programs}
         return sorted(names)
 
 
+# what makes two collections comparable: the machine and how it was measured
+_META_IDENTITY = ("hardware", "device", "runtime", "threads", "clock", "pinned")
+
+
+def meta_identity(meta: dict | None) -> dict:
+    """The entries of a dataset's meta that say where and how it was measured."""
+    return {k: (meta or {}).get(k) for k in _META_IDENTITY}
+
+
 def read_dataset(paths) -> Dataset:
+    """Read datasets (JSON lines); InputError, one line with file:line, for a line that is
+    not a valid row, and for datasets measured on different machines or settings (their
+    meta rows differ: a model of both would be of neither)."""
     if isinstance(paths, str):
         paths = [paths]
     meta_box, kernels, programs = [None], [], []
+    first_meta: tuple | None = None
     for path in paths:
+        meta_box_path = [None]  # this file's meta
         try:
             fh = open(path)
         except OSError as err:
@@ -61,12 +80,57 @@ def read_dataset(paths) -> Dataset:
                         from ..ir import InputError
 
                         raise InputError(f"{path}:{lineno}: a dataset line must be a JSON object")
-                    _add_row(row, kernels, programs, meta_box)
+                    why = _row_problem(row)
+                    if why:
+                        from ..ir import InputError
+
+                        raise InputError(f"{path}:{lineno}: {why}")
+                    _add_row(row, kernels, programs, meta_box_path)
             except UnicodeDecodeError:
                 from ..ir import InputError
 
                 raise InputError(f"{path}:{lineno + 1}: not a text (JSON lines) dataset: not UTF-8") from None
+        meta = meta_box_path[0]
+        if meta is not None:
+            ident = meta_identity(meta)
+            if first_meta is None:
+                first_meta = (path, ident)
+                meta_box[0] = meta
+            elif ident != first_meta[1]:
+                from ..ir import InputError
+
+                diff = ", ".join(f"{k} {first_meta[1][k]!r} vs {ident[k]!r}" for k in _META_IDENTITY if ident[k] != first_meta[1][k])
+                raise InputError(
+                    f"{path}: measured on another machine or with other settings than {first_meta[0]} ({diff}); "
+                    "train or evaluate each on its own"
+                )
     return Dataset(meta_box[0], kernels, programs)
+
+
+def _finite_positive(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+def _row_problem(row: dict) -> str | None:
+    """Why a row cannot be used (None: it can): the fields training and evaluation read."""
+    kind = row.get("type")
+    if kind == "kernel":
+        if not isinstance(row.get("program"), str) or not isinstance(row.get("signature"), str):
+            return "a kernel row needs 'program' and 'signature' strings"
+        if not isinstance(row.get("features"), dict):
+            return "a kernel row needs its 'features' object"
+        t = row.get("target_ns")
+        if t is not None and not _finite_positive(t):  # absent: a plan's row, not measured yet
+            return f"a kernel row's 'target_ns' must be a finite time > 0, got {t!r}"
+    elif kind == "program":
+        if not isinstance(row.get("program"), str):
+            return "a program row needs its 'program' name"
+        m = row.get("measured_ns")
+        if m is not None and not _finite_positive(m):
+            return f"a program row's 'measured_ns' must be a finite time > 0 or null, got {m!r}"
+        if "text" in row and not isinstance(row["text"], str):
+            return "a program row's 'text' must be a string"
+    return None
 
 
 def _add_row(row: dict, kernels: list, programs: list, meta_box: list) -> None:
@@ -78,6 +142,21 @@ def _add_row(row: dict, kernels: list, programs: list, meta_box: list) -> None:
         kernels.append(row)
     elif kind == "program":
         programs.append(row)
+
+
+def _lock(fh, path: str) -> None:
+    """An exclusive lock on the open dataset (POSIX), or InputError when another process
+    holds it."""
+    try:
+        import fcntl
+    except ImportError:  # no POSIX locks: nothing to hold
+        return
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        from ..ir import InputError
+
+        raise InputError(f"{path}: another `costmodel learn collect` is writing it; wait for it or collect into another file") from None
 
 
 def split_by_program(names: list[str], test_fraction: float, seed: int = 0) -> tuple[set, set]:
@@ -165,24 +244,32 @@ def collect(
     )
     prof = backend.profiler
     spec = SpecNumbers.of(backend.hardware)
-    done = set()
-    if os.path.exists(out_path):
-        ds = read_dataset(out_path)
-        done = {p["program"] for p in ds.programs}
     stats = {"programs": 0, "skipped": 0, "kernel_rows": 0, "failed_programs": 0}
+    meta = {
+        "type": "meta",
+        "device": prof.device,
+        "runtime": prof.runtime,
+        "threads": prof.threads,
+        "clock": prof.clock,
+        "pinned": bool(prof.cpus),
+        "invocation_ns": prof.invocation_ns,
+        "dispatch_ns": prof.dispatch_ns,
+        "spec": spec.to_json(),
+    }
     with open(out_path, "a") as out:
-        if not done:
-            meta = {
-                "type": "meta",
-                "device": prof.device,
-                "runtime": prof.runtime,
-                "threads": prof.threads,
-                "clock": prof.clock,
-                "pinned": bool(prof.cpus),
-                "invocation_ns": prof.invocation_ns,
-                "dispatch_ns": prof.dispatch_ns,
-                "spec": spec.to_json(),
-            }
+        _lock(out, out_path)  # one collector per dataset: a second one would write every program twice
+        done: set = set()
+        ds = read_dataset(out_path)
+        if ds.meta:
+            if meta_identity(ds.meta) != meta_identity(meta):
+                from ..ir import InputError
+
+                diff = ", ".join(f"{k} {ds.meta.get(k)!r} vs {meta.get(k)!r}" for k in _META_IDENTITY
+                                 if ds.meta.get(k) != meta.get(k))
+                raise InputError(f"{out_path}: collected on another machine or with other settings ({diff}); "
+                                 "collect into a new file")
+            done = {p["program"] for p in ds.programs}
+        else:
             out.write(json.dumps(meta) + "\n")
         for i, p in enumerate(programs):
             if p.name in done:

@@ -94,6 +94,7 @@ class TreeModel:
     def from_json(cls, d: dict, where: str = "<model>") -> "TreeModel":
         if not isinstance(d, dict) or d.get("format") != MODEL_FORMAT:
             raise ValueError(f"{where}: not a {MODEL_FORMAT} model file")
+        _validate(d, where)
         missing = [n for n in d["features"] if n not in FEATURE_NAMES]
         if missing:
             raise ValueError(f"{where}: the model uses features this version does not compute ({', '.join(missing[:3])})")
@@ -123,6 +124,65 @@ class TreeModel:
 
 
 BASELINES = ("none", "roofline")
+
+
+# exp() of a predicted log factor beyond this overflows a float
+_MAX_LOG = 700.0
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _validate(d: dict, where: str) -> None:
+    """A model file whose trees or numbers cannot give a finite, positive time is refused
+    at load (ValueError, one line): every tree well formed (children after their parent,
+    feature indices in range, finite thresholds and leaves), the factor it can predict
+    within exp(700), the collection metadata non-negative."""
+    feats = d.get("features")
+    if not isinstance(feats, list) or not all(isinstance(f, str) for f in feats):
+        raise ValueError(f"{where}: 'features' must be a list of feature names")
+    for key in ("init", "learning_rate"):
+        if not _finite(d.get(key)):
+            raise ValueError(f"{where}: '{key}' must be a finite number, got {d.get(key)!r}")
+    if not d["learning_rate"] > 0:
+        raise ValueError(f"{where}: 'learning_rate' must be > 0, got {d['learning_rate']!r}")
+    floor = d.get("baseline_floor_ns", 0.0)
+    if not (_finite(floor) and floor >= 0):
+        raise ValueError(f"{where}: 'baseline_floor_ns' must be a finite number >= 0, got {floor!r}")
+    trees = d.get("trees")
+    if not isinstance(trees, list):
+        raise ValueError(f"{where}: 'trees' must be a list")
+    reach = abs(d["init"])
+    for t, tree in enumerate(trees):
+        cols = [tree.get(k) if isinstance(tree, dict) else None for k in ("feature", "threshold", "left", "right", "value")]
+        if not all(isinstance(c, list) for c in cols) or len({len(c) for c in cols}) != 1 or not cols[0]:
+            raise ValueError(f"{where}: tree {t} needs 'feature', 'threshold', 'left', 'right' and 'value' lists of one length")
+        feat, thr, left, right, val = cols
+        n = len(feat)
+        for i in range(n):
+            if not (_finite(val[i]) and isinstance(left[i], int) and isinstance(right[i], int)):
+                raise ValueError(f"{where}: tree {t} node {i}: malformed (children must be indices, values finite)")
+            if left[i] == -1:
+                continue
+            if not (i < left[i] < n and i < right[i] < n):
+                raise ValueError(f"{where}: tree {t} node {i}: child index out of range")
+            if not (isinstance(feat[i], int) and 0 <= feat[i] < len(feats) and _finite(thr[i])):
+                raise ValueError(f"{where}: tree {t} node {i}: feature index or threshold out of range")
+        reach += d["learning_rate"] * max(abs(v) for v in val)
+    if reach > _MAX_LOG:
+        raise ValueError(f"{where}: its trees can predict a time factor beyond e^{_MAX_LOG:.0f} (not a finite time)")
+    meta = d.get("meta", {})
+    if not isinstance(meta, dict):
+        raise ValueError(f"{where}: 'meta' must be an object")
+    for key in ("invocation_ns", "dispatch_ns"):
+        if key in meta and not (_finite(meta[key]) and meta[key] >= 0):
+            raise ValueError(f"{where}: meta '{key}' must be a finite time >= 0, got {meta[key]!r}")
+    spec = meta.get("spec")
+    if isinstance(spec, dict):
+        for key in ("matrix_f32_TFLOPS", "vector_f32_TFLOPS", "memory_bandwidth_GBps"):
+            if key in spec and not (_finite(spec[key]) and spec[key] > 0):
+                raise ValueError(f"{where}: meta spec '{key}' must be a finite number > 0, got {spec[key]!r}")
 
 
 def baseline_ns(features: dict, baseline: str, floor_ns: float) -> float:
