@@ -632,3 +632,22 @@ def test_trace_outputs_are_committed_together(model, tmp_path, monkeypatch):
         predict(model, trace_dir=str(out), sets=["hardware.memory_bandwidth_GBps=15550"], **kw)
     after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before and sorted(os.listdir(out)) == sorted({str(p.parts[0]) for p in before})
+
+
+def test_a_learned_row_says_how_many_kernels_its_fallback_costed(tmp_path, capsys):
+    """New-user audit: with backend=learned the H200 ResNet-50 row was a quarter the
+    calibrated fallback's kernels, and nothing said so."""
+    from costmodel import cli
+
+    t = "tensor<16384x16384xbf16>"
+    path = tmp_path / "big.mlir"
+    path.write_text(  # a GEMM far beyond any of the H200 model's training kernels: the fallback's
+        f"func.func @main(%a: {t}, %b: {t}) -> {t} {{\n"
+        f"  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : ({t}, {t}) -> {t}\n"
+        f"  %1 = stablehlo.tanh %0 : {t}\n"
+        f"  return %1 : {t}\n}}\n"
+    )
+    assert cli.main(["predict", str(path), "--system", "h200-x4", "--backend", "learned", "--top", "0", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    # the GEMM and its tanh, each larger than any kernel of its kind the model learned
+    assert "2 of 2 kernels are the fallback backend's estimate" in " ".join(row["notes"]), row["notes"]

@@ -482,6 +482,9 @@ def _predict(
                         rows[-1].notes.append(coarse)
                     if s.get("kernel_count"):
                         rows[-1].notes.extend(_unmeasured(clone, hw, backend, str(s.get("fusion", ""))))
+                    fell = _fallback_note(clone)
+                    if fell:
+                        rows[-1].notes.append(fell)
                     if not top_kernels and s.get("kernel_count"):
                         # (kernels that never run, in a branch the policy does not take: left out)
                         top_kernels = [k.to_dict() for k in collect_kernels(clone) if k.executions][:top]
@@ -633,6 +636,25 @@ def _unmeasured(module, hw, backend: str, fusion: str) -> list[str]:
                          f"{missing} (the convolution library's K tile and channel padding; docs/backends.md; on the "
                          "NVIDIA presets a 3-channel stem uses 3 of each 64-deep K step), so this step is likely low")
     return notes
+
+
+def _fallback_note(module) -> str | None:
+    """A note when a measuring or learned backend left kernels to its fallback (kernels
+    that cannot run alone, or beyond a model's training data): the row is then partly
+    the fallback's estimate."""
+    from .engine import SUMMARY_ATTR
+    from .ir import dict_attr_values
+
+    summary = ir.DictAttr(module.attributes[SUMMARY_ATTR])
+    if "backend_stats" not in summary:
+        return None
+    stats = dict_attr_values(ir.DictAttr(summary["backend_stats"]))
+    if not stats.get("kernels_fallback"):
+        return None
+    fell = int(stats["kernels_fallback"])
+    own = int(stats.get("kernels_predicted", 0)) + int(stats.get("kernels_measured", 0)) + int(stats.get("kernels_from_cache", 0))
+    return (f"{fell:,} of {fell + own:,} kernels are the fallback backend's estimate (they cannot run alone or lie "
+            "beyond the model's training data; each says why in its fallback_reason)")
 
 
 def _below_resolution(row: Row) -> str | None:

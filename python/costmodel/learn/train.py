@@ -123,7 +123,7 @@ def train_model(
         report["held_out_program"] = program_metrics(m, [p for p in ds.programs if p["program"] in test_names], fusion)
         report["train_kernel"] = kernel_metrics(m, train_rows)
         if log:
-            log(f"held-out: {report['held_out_kernel']} {report['held_out_program']}")
+            log(f"held-out kernels: {fmt_metrics(report['held_out_kernel'])}; programs: {fmt_metrics(report['held_out_program'])}")
         model = m
     if refit or test_fraction <= 0:
         rows = dedup_kernels(ds.kernels)
