@@ -20,8 +20,11 @@ Spearman's rank correlation per backend, overall and per family.
 
 Run:  python benchmarks/learned_eval.py [--programs 60] [--seed 1] [--cache-dir DIR] [--model M]
 
---cache-dir reuses measurements (e.g. the one `costmodel learn collect` of the same
-programs filled); without it a fresh cache is used.
+--cache-dir reuses measurements (created if missing; e.g. the one `costmodel learn
+collect` of the same programs filled); without it a fresh cache is used. A measurement is
+reused only when taken with the same settings (workers, repetitions, their minimum time,
+the warm-up): `learn collect` measures with --min-time-ms 20 and a 10 ms warm-up, so pass
+`--min-time-ms 20 --warmup-ms 10` to reuse its cache.
 """
 
 from __future__ import annotations
@@ -41,14 +44,21 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default="default")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--min-time-ms", type=float, default=50.0, help="minimum time of one repetition (default 50)")
+    ap.add_argument("--warmup-ms", type=float, default=20.0, help="warm-up before the repetitions (default 20)")
     ap.add_argument("--cache-dir", default=None)
     ap.add_argument("--json", default=None, help="also write the rows here")
     ap.add_argument("--no-profiled", action="store_true", help="skip the profiled backend (it measures every kernel)")
     args = ap.parse_args(argv)
 
+    from costmodel.backends import BackendError
     from costmodel.profiling.evaluate import evaluation_cache
 
-    host1, cleanup = evaluation_cache(args.cache_dir, "costmodel-learned-eval-", args.threads)
+    try:
+        host1, cleanup = evaluation_cache(args.cache_dir, "costmodel-learned-eval-", args.threads)
+    except BackendError as err:  # --cache-dir a file, a corrupt host calibration ...
+        print(f"learned_eval: error: {err}", file=sys.stderr)
+        return 1
 
     from costmodel.backends.learned import shipped_model_path
     from costmodel.learn.model import TreeModel
@@ -64,8 +74,16 @@ def main(argv=None) -> int:
     candidates = corpus_programs(args.programs + len(seen), args.seed)
     programs = [p for p in candidates if p.name.split("#")[0] not in seen][: args.programs]
 
-    prof = KernelProfiler(threads=args.threads, repeats=args.repeats, progress=False)
-    popts = {"threads": str(args.threads), "repeats": str(args.repeats), "progress": "off"}
+    prof = KernelProfiler(
+        threads=args.threads, repeats=args.repeats, min_time_ms=args.min_time_ms, warmup_ms=args.warmup_ms, progress=False
+    )
+    popts = {
+        "threads": str(args.threads),
+        "repeats": str(args.repeats),
+        "min_time_ms": str(args.min_time_ms),
+        "warmup_ms": str(args.warmup_ms),
+        "progress": "off",
+    }
     configs = [("learned", "host-cpu", "learned", {"model": model_path})]
     if not args.no_profiled:
         configs.append(("profiled", "host-cpu", "profiled", popts))

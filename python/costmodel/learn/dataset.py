@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 
 from .features import SpecNumbers, kernel_features, token_sequence

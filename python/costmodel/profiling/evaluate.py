@@ -58,17 +58,23 @@ def measure_whole(text: str, profiler, *, refresh: bool = False) -> float:
 
 def evaluation_cache(cache_dir: str | None, prefix: str, threads: int):
     """Set up an evaluation run's measurement cache ($COSTMODEL_CACHE_DIR: `cache_dir`,
-    kept, or a fresh temporary directory) and write the host-cpu spec of `threads`
-    cores into it. Returns (host spec path, cleanup): cleanup() removes a temporary
-    cache and leaves a given one."""
+    created if need be and kept, or a fresh temporary directory) and write the host-cpu
+    spec of `threads` cores into it. Returns (host spec path, cleanup): cleanup() removes
+    a temporary cache and leaves a given one. CacheError when `cache_dir` cannot be a
+    directory."""
     import json
     import os
     import shutil
     import tempfile
 
-    from .cache import ENV_CACHE_DIR
+    from .cache import ENV_CACHE_DIR, CacheError
     from .host import host_cpu_json
 
+    if cache_dir:
+        try:
+            os.makedirs(cache_dir, exist_ok=True)
+        except OSError as err:
+            raise CacheError(f"cache directory '{cache_dir}': cannot create it ({err.strerror or err})") from None
     tmp = None if cache_dir else tempfile.mkdtemp(prefix=prefix)
     os.environ[ENV_CACHE_DIR] = os.path.abspath(cache_dir) if cache_dir else tmp
     spec = os.path.join(os.environ[ENV_CACHE_DIR], f"host-cpu-{threads}core.json")

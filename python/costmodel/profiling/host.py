@@ -202,6 +202,71 @@ def _host_path(dev: str) -> str:
     return os.path.join(cache_dir(), "host", f"{dev}.json")
 
 
+def _load_host(path: str) -> dict:
+    """The cached host measurements at `path`: {} when there are none (or they are of
+    another format version: measured again); CacheError when the file is corrupt."""
+    from .cache import CacheError
+
+    def corrupt(what: str) -> CacheError:
+        return CacheError(f"host calibration '{path}' is corrupt ({what}); delete it to measure this machine again")
+
+    try:
+        with open(path) as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        return {}
+    except OSError as err:  # a directory, no permission, $COSTMODEL_CACHE_DIR a file ...
+        raise CacheError(
+            f"cannot read host calibration '{path}' ({err.strerror or err}); point $COSTMODEL_CACHE_DIR at a directory of your own"
+        ) from None
+    except ValueError as err:
+        raise corrupt(str(err).splitlines()[0][:200] if str(err) else type(err).__name__) from None
+    if not isinstance(data, dict):
+        raise corrupt(f"a JSON {type(data).__name__}, not an object")
+    if data.get("version") != HOST_INFO_VERSION:
+        return {}
+    bad = _invalid_host(data)
+    if bad:
+        raise corrupt(bad)
+    return data
+
+
+def _numbers(table, name: str, low: float, *, positive: bool) -> str:
+    """'' when `table` is a non-empty {str: finite number >= low (> 0 with positive), below
+    a day in ns} object, else what is wrong with it."""
+    import math
+
+    if not isinstance(table, dict) or not table:
+        return f"'{name}' is not a non-empty object"
+    for key, v in table.items():
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and low <= v <= 86_400e9
+        if not ok or (positive and v <= 0):
+            return f"'{name}' [{key!r}] = {v!r}"
+    return ""
+
+
+def _invalid_host(data: dict) -> str:
+    """What makes cached host measurements unusable ('' when they are sound)."""
+    if "copy_GBps" in data:
+        bad = _numbers(data["copy_GBps"], "copy_GBps", 0.0, positive=True)
+        if bad:
+            return bad
+    if "iree" in data:
+        iree = data["iree"]
+        if not isinstance(iree, dict):
+            return "'iree' is not an object"
+        for key, kind in (("runtime", str), ("gemm_shape", str), ("chain_max", int)):
+            if not isinstance(iree.get(key), kind):
+                return f"'iree.{key}' is missing or not a {kind.__name__}"
+        for key, positive in (("invocation_ns_by_threads", False), ("dispatch_ns_by_threads", True), ("gemm_GFLOPS_by_threads", True)):
+            bad = _numbers(iree.get(key), f"iree.{key}", 0.0, positive=positive)
+            if bad:
+                return bad
+        if set(iree["invocation_ns_by_threads"]) != set(iree["dispatch_ns_by_threads"]):
+            return "'iree.invocation_ns_by_threads' and 'iree.dispatch_ns_by_threads' cover different worker counts"
+    return ""
+
+
 def host_measurements(info: CpuInfo | None = None, *, with_iree: bool = True, quick: bool = False) -> dict:
     """The measured facts of this host (bandwidth; IREE dispatch and GEMM calibration),
     measured on first use and cached per device id and IREE version. `quick`: shorter
@@ -209,14 +274,7 @@ def host_measurements(info: CpuInfo | None = None, *, with_iree: bool = True, qu
     info = detect_cpu() if info is None else info
     dev = device_id(info)
     path = _host_path(dev)
-    data = {}
-    try:
-        with open(path) as fh:
-            data = json.load(fh)
-        if data.get("version") != HOST_INFO_VERSION:
-            data = {}
-    except (OSError, ValueError):
-        data = {}
+    data = _load_host(path)
     changed = False
     if "copy_GBps" not in data:
         bw = {}
@@ -239,8 +297,15 @@ def host_measurements(info: CpuInfo | None = None, *, with_iree: bool = True, qu
     if changed:
         from ..ir import write_atomically
 
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        write_atomically(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            write_atomically(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
+        except OSError as err:
+            from .cache import CacheError
+
+            raise CacheError(
+                f"cannot write host calibration '{path}' ({err.strerror or err}); point $COSTMODEL_CACHE_DIR at a directory of your own"
+            ) from None
     return data
 
 

@@ -9,8 +9,9 @@ runs `iree-compile`), never as jaxlib objects. Timing is Google Benchmark's, ins
 wall clock and by the process's CPU time (see Measurement). The
 task system gets `threads` workers (`--task_topology_group_count`; 0 = IREE's default,
 one per physical core). Inputs are random (normal floats, small non-negative integers,
-fair booleans), written as .npy files; element types numpy cannot write (bf16, f8 ...)
-are zero-filled by the tool.
+fair booleans), written as .npy files (f64 ones as f32: iree-compile demotes f64 to f32);
+element types numpy cannot write (bf16, f8 ...) are zero-filled by the tool (a rank-0
+one as `--input=bf16=0`).
 """
 
 from __future__ import annotations
@@ -47,7 +48,12 @@ class CompileError(RuntimeError):
 
 
 class RunError(RuntimeError):
-    """The compiled program failed or timed out in iree-benchmark-module."""
+    """The compiled program failed or timed out in iree-benchmark-module (`timeout_s`:
+    the limit it ran past, None for other failures)."""
+
+    def __init__(self, message: str, timeout_s: float | None = None):
+        super().__init__(message)
+        self.timeout_s = timeout_s
 
 
 CLOCKS = ("cpu", "real")
@@ -137,7 +143,9 @@ def _first_error(text: str) -> str:
 
 
 _NUMPY_DTYPES = {
-    "f64": "float64",
+    # iree-compile demotes f64 to f32 by default (--iree-input-demote-f64-to-f32): the
+    # compiled function takes f32, and an f64 buffer is rejected
+    "f64": "float32",
     "f32": "float32",
     "f16": "float16",
     "i64": "int64",
@@ -163,8 +171,10 @@ def input_flags(infos: list[TensorInfo], directory: str, seed: int = 0) -> list[
     for i, info in enumerate(infos):
         shape = "x".join(str(d) for d in info.shape)
         np_dtype = _NUMPY_DTYPES.get(info.dtype)
-        if np_dtype is None:  # bf16, f8...: zeros of the right type
-            flags.append(f"--input={shape + 'x' if shape else ''}{info.dtype}")
+        if np_dtype is None:  # bf16, f8...: zeros of the right type (the tool's own fill)
+            # a rank-0 spec needs a value: `--input=bf16` alone is "invalid tensor
+            # specification", `--input=bf16=0` is a zero scalar
+            flags.append(f"--input={shape}x{info.dtype}" if shape else f"--input={info.dtype}=0")
             continue
         dims = tuple(info.shape)
         if np_dtype.startswith("float"):
@@ -214,7 +224,7 @@ def benchmark_vmfb(
         with _affinity(cpus):  # the child inherits this thread's CPU set (no preexec_fn: no fork)
             proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        raise RunError(f"iree-benchmark-module ran longer than {timeout_s:g} s") from None
+        raise RunError(f"iree-benchmark-module ran longer than {timeout_s:g} s", timeout_s) from None
     if proc.returncode != 0 or not os.path.exists(out_json):
         msg = (proc.stderr or proc.stdout).strip().splitlines()
         raise RunError(f"iree-benchmark-module failed: {(msg[-1] if msg else 'exit ' + str(proc.returncode))[:300]}")

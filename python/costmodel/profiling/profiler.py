@@ -15,6 +15,10 @@ with several (calibrate.default_clock; `clock=` overrides).
 A kernel's standalone time includes one program invocation (calibrate.py); inside a
 program it costs `standalone - invocation_ns`, and never less than `dispatch_ns` (the
 marginal cost of one more dispatch), the floor a measured tiny kernel is clamped to.
+
+Cache rows are keyed by everything that changes the number (workers, clock, pinning,
+repeats, min_time_ms, warmup_ms: `method`); a timeout failure is no answer for a run
+with a longer `timeout_s`.
 """
 
 from __future__ import annotations
@@ -71,7 +75,12 @@ class KernelProfiler:
         self.device = device_id(info)
         self.clock = default_clock(self.threads) if clock == "auto" else clock
         self.cpus = pinned_cpus(self.threads, pin)
-        self.method = f"local-task threads={self.threads} clock={self.clock}" + (" pinned" if self.cpus else "")
+        # everything that changes the measured number is part of the cache key
+        self.method = (
+            f"local-task threads={self.threads} clock={self.clock}"
+            + (" pinned" if self.cpus else "")
+            + f" repeats={self.repeats} min_time_ms={self.min_time_ms:g} warmup_ms={self.warmup_ms:g}"
+        )
         self.refresh = cache == "refresh"
         if cache == "off":
             self.cache = MeasurementCache(None)
@@ -104,8 +113,15 @@ class KernelProfiler:
         return float(inv), float(disp)
 
     # -- kernels -----------------------------------------------------------------------
-    def lookup(self, signature: str) -> CachedMeasurement | None:
-        return self.cache.get(signature, self.device, self.runtime, self.method)
+    def lookup(self, signature: str, method: str | None = None) -> CachedMeasurement | None:
+        """The cached row, or None; a timeout under a shorter limit than this profiler's
+        is no answer (measured again)."""
+        row = self.cache.get(signature, self.device, self.runtime, self.method if method is None else method)
+        if row is not None and row.status == "failed" and "timeout_s" in row.extra:
+            limit = row.extra["timeout_s"]
+            if not isinstance(limit, (int, float)) or limit < self.timeout_s:
+                return None
+        return row
 
     def profile(self, prog: KernelProgram) -> ProfileResult:
         sig = prog.signature
@@ -160,7 +176,8 @@ class KernelProfiler:
                     cpus=self.cpus,
                 )
             except RunError as err:
-                return CachedMeasurement("failed", reason=str(err))
+                timed_out = {} if err.timeout_s is None else {"timeout_s": err.timeout_s}
+                return CachedMeasurement("failed", reason=str(err), extra=timed_out)
         c = self.clock
         return CachedMeasurement(
             "measured",
@@ -183,7 +200,7 @@ class KernelProfiler:
 
         sig = hashlib.sha256(text.encode()).hexdigest()
         method = self.method + " program"
-        row = None if self.refresh else self.cache.get(sig, self.device, self.runtime, method)
+        row = None if self.refresh else self.lookup(sig, method)
         if row is None:
             row = self._measure(text, main_arg_infos(text) if arg_types is None else arg_types)
             self.cache.put(sig, self.device, self.runtime, method, row)
