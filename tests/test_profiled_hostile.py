@@ -119,6 +119,29 @@ def test_a_timeout_is_not_the_answer_for_a_longer_timeout(profile_cache, monkeyp
     assert row["profile"] == "measured" and row["from_cache"] is False
 
 
+def test_compilation_has_the_time_limit_too(profile_cache, monkeypatch):
+    """`timeout_s` covers compiling as documented ("compile or run"): iree-compile runs
+    under it, and a compile that ran past it is no answer for a longer limit either."""
+    import costmodel.profiling.profiler as profiler
+    from costmodel.profiling.ireerun import CompileError, compile_program
+
+    with pytest.raises(CompileError, match="iree-compile ran longer than 0.001 s") as err:
+        compile_program(TANH, timeout_s=0.001)
+    assert err.value.timeout_s == 0.001
+    real = profiler.compile_program
+
+    def slow(text, timeout_s):
+        if timeout_s < 2:
+            raise CompileError(f"iree-compile ran longer than {timeout_s:g} s", timeout_s)
+        return real(text, timeout_s=timeout_s)
+
+    monkeypatch.setattr(profiler, "compile_program", slow)
+    ctx, m = annotate(TANH, timeout_s="1")
+    assert "iree-compile ran longer than 1 s" in kernel_details(ctx, m)[0]["fallback_reason"]
+    ctx, m = annotate(TANH)
+    assert kernel_details(ctx, m)[0]["profile"] == "measured"
+
+
 # -- 3. corrupt caches and host calibrations ---------------------------------------------------------
 
 

@@ -44,7 +44,12 @@ class ProfilingUnavailable(RuntimeError):
 
 
 class CompileError(RuntimeError):
-    """IREE rejected the program (the message is IREE's first error line)."""
+    """IREE rejected the program (the message is IREE's first error line), or its
+    compilation ran past `timeout_s` (then set: the limit; None otherwise)."""
+
+    def __init__(self, message: str, timeout_s: float | None = None):
+        super().__init__(message)
+        self.timeout_s = timeout_s
 
 
 class RunError(RuntimeError):
@@ -121,17 +126,20 @@ COMPILE_FLAGS = ("--iree-llvmcpu-target-cpu=host",)
 def compile_program(text: str, *, timeout_s: float = 600.0) -> bytes:
     """IREE llvm-cpu flatbuffer of a StableHLO module (text), for this host's CPU."""
     runtime_version()
-    from iree.compiler import tools
+    from iree.compiler.tools import core
 
+    # iree.compiler.tools.compile_str's command line, run here with a time limit (its own
+    # invocation has none)
+    options = core.CompilerOptions(input_type="stablehlo", target_backends=["llvm-cpu"], extra_args=list(COMPILE_FLAGS))
+    with core.TempFileSaver.implicit() as tfs:
+        cl = core.build_compile_command_line("-", tfs, options)
     try:
-        return tools.compile_str(
-            text,
-            input_type="stablehlo",
-            target_backends=["llvm-cpu"],
-            extra_args=list(COMPILE_FLAGS),
-        )
-    except tools.CompilerToolError as err:
-        raise CompileError(_first_error(str(err))) from None
+        proc = subprocess.run(cl, input=text.encode(), capture_output=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise CompileError(f"iree-compile ran longer than {timeout_s:g} s", timeout_s) from None
+    if proc.returncode != 0:
+        raise CompileError(_first_error(proc.stderr.decode(errors="replace") or f"iree-compile exit {proc.returncode}"))
+    return proc.stdout
 
 
 def _first_error(text: str) -> str:

@@ -158,6 +158,8 @@ class KernelProfiler:
         try:
             vmfb = compile_program(text, timeout_s=self.timeout_s)
         except CompileError as err:
+            if err.timeout_s is not None:  # no answer for a run with a longer timeout_s (lookup)
+                return CachedMeasurement("failed", reason=str(err), extra={"timeout_s": err.timeout_s})
             return CachedMeasurement("failed", reason=f"IREE rejects it: {err}")
         with tempfile.TemporaryDirectory(prefix="costmodel-profile-") as tmp:
             path = os.path.join(tmp, "kernel.vmfb")
