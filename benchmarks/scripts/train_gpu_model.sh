@@ -4,6 +4,7 @@
 # (minutes); step 2 on a machine with that GPU (benchmarks/scripts/gpu_session.sh).
 #
 #   benchmarks/scripts/train_gpu_model.sh plan|train [WORKDIR] [GPU]
+#   INSTALL=1 benchmarks/scripts/train_gpu_model.sh train ...   # also replace the shipped model
 #
 # GPU: a hardware spec (default h200); its data live in benchmarks/data/gpu/<GPU>/kernels
 # (for another GPU, add its model to SHIPPED_MODELS in costmodel/backends/learned.py).
@@ -43,7 +44,13 @@ PYTHONPATH=python python benchmarks/scripts/learned_cv.py "$WORK/$GPU-train.json
 PARAMS=(--param n_estimators=400 --param max_depth=4 --param learning_rate=0.05 --param subsample=0.8
         --param min_samples_leaf=5 --param loss=huber --param alpha=0.8)
 costmodel learn train "$WORK/$GPU-train.jsonl" --out "$WORK/$GPU.json.gz" --test-fraction 0.2 --fusion xla-gpu "${PARAMS[@]}"
-cp "$WORK/$GPU.json.gz" python/costmodel/data/models/$GPU.json.gz
-python benchmarks/scripts/model_card.py python/costmodel/data/models/$GPU.json.gz
+# the shipped model is replaced only on request (INSTALL=1): a rerun to check the figures
+# leaves the package as it is (the same data and parameters give the same trees)
+if [ "${INSTALL:-0}" = 1 ]; then
+    cp "$WORK/$GPU.json.gz" python/costmodel/data/models/$GPU.json.gz
+else
+    echo "model in $WORK/$GPU.json.gz (INSTALL=1 to copy it over python/costmodel/data/models/$GPU.json.gz)"
+fi
+python benchmarks/scripts/model_card.py "$WORK/$GPU.json.gz"
 # 6. programs never seen in training: learned vs calibrated vs roofline, measured on the GPU
 python $G eval "$WORK/$GPU-eval.jsonl"

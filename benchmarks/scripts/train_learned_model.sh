@@ -5,7 +5,7 @@
 # $WORK/cache, so an interrupted run resumes where it stopped (and a rerun with the
 # cache re-derives every dataset in a minute).
 #
-#   benchmarks/scripts/train_learned_model.sh [WORKDIR]
+#   benchmarks/scripts/train_learned_model.sh [WORKDIR]     # INSTALL=1: also replace the shipped model
 #
 # Needs the [iree], [jax] and [learn] extras (all in [test]).
 set -euo pipefail
@@ -36,8 +36,13 @@ python benchmarks/scripts/learned_cv.py "${TRAIN[@]}"
 # 5. the model (DEFAULT_PARAMS, the CV's choice): held-out report on a 20% program split,
 #    then refit on every training program; shipped gzipped
 costmodel learn train "${TRAIN[@]}" --out "$WORK/host-cpu.json.gz" --test-fraction 0.2 --fusion xla-tpu
-cp "$WORK/host-cpu.json.gz" python/costmodel/data/models/host-cpu.json.gz
-python benchmarks/scripts/model_card.py python/costmodel/data/models/host-cpu.json.gz
+# the shipped model is replaced only on request (INSTALL=1)
+if [ "${INSTALL:-0}" = 1 ]; then
+    cp "$WORK/host-cpu.json.gz" python/costmodel/data/models/host-cpu.json.gz
+else
+    echo "model in $WORK/host-cpu.json.gz (INSTALL=1 to copy it over python/costmodel/data/models/host-cpu.json.gz)"
+fi
+python benchmarks/scripts/model_card.py "$WORK/host-cpu.json.gz"
 
 # 6. programs never seen in training: learned vs profiled, calibrated, roofline
 costmodel learn eval "$WORK/eval.jsonl" --fusion xla-tpu
