@@ -47,6 +47,12 @@ def meta_identity(meta: dict | None) -> dict:
     return {k: (meta or {}).get(k) for k in _META_IDENTITY}
 
 
+def meta_difference(a: dict | None, b: dict | None) -> str:
+    """How two metas' identities differ ('' when they do not): "device 'x' vs 'y', ..."."""
+    ia, ib = meta_identity(a), meta_identity(b)
+    return ", ".join(f"{k} {ia[k]!r} vs {ib[k]!r}" for k in _META_IDENTITY if ia[k] != ib[k])
+
+
 def read_dataset(paths) -> Dataset:
     """Read datasets (JSON lines); InputError, one line with file:line, for a line that is
     not a valid row, and for datasets measured on different machines or settings (their
@@ -91,18 +97,18 @@ def read_dataset(paths) -> Dataset:
                 raise InputError(f"{path}:{lineno + 1}: not a text (JSON lines) dataset: not UTF-8") from None
         meta = meta_box_path[0]
         if meta is not None:
-            ident = meta_identity(meta)
             if first_meta is None:
-                first_meta = (path, ident)
+                first_meta = (path, meta)
                 meta_box[0] = meta
-            elif ident != first_meta[1]:
-                from ..ir import InputError
+            else:
+                diff = meta_difference(first_meta[1], meta)
+                if diff:
+                    from ..ir import InputError
 
-                diff = ", ".join(f"{k} {first_meta[1][k]!r} vs {ident[k]!r}" for k in _META_IDENTITY if ident[k] != first_meta[1][k])
-                raise InputError(
-                    f"{path}: measured on another machine or with other settings than {first_meta[0]} ({diff}); "
-                    "train or evaluate each on its own"
-                )
+                    raise InputError(
+                        f"{path}: measured on another machine or with other settings than {first_meta[0]} ({diff}); "
+                        "train or evaluate each on its own"
+                    )
     return Dataset(meta_box[0], kernels, programs)
 
 
@@ -260,11 +266,10 @@ def collect(
         done: set = set()
         ds = read_dataset(out_path)
         if ds.meta:
-            if meta_identity(ds.meta) != meta_identity(meta):
+            diff = meta_difference(ds.meta, meta)
+            if diff:
                 from ..ir import InputError
 
-                diff = ", ".join(f"{k} {ds.meta.get(k)!r} vs {meta.get(k)!r}" for k in _META_IDENTITY
-                                 if ds.meta.get(k) != meta.get(k))
                 raise InputError(f"{out_path}: collected on another machine or with other settings ({diff}); "
                                  "collect into a new file")
             done = {p["program"] for p in ds.programs}
