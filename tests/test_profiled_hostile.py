@@ -12,11 +12,10 @@ import sqlite3
 import pytest
 
 from costmodel.backends import BackendError
-from costmodel.ir import DiagnosticEngine, InputError, dict_attr_values, ir, load_module, make_context
-from costmodel.passes.annotate_cost import annotate_module
+from costmodel.ir import InputError, dict_attr_values, ir, walk_ops
 from costmodel.shapes import TensorInfo
 
-FAST = {"repeats": "2", "min_time_ms": "1", "warmup_ms": "0", "progress": "off"}
+from test_backends_profiled import annotate
 
 TANH = """\
 func.func @main(%x: tensor<16x16xf32>) -> tensor<16x16xf32> {
@@ -26,31 +25,11 @@ func.func @main(%x: tensor<16x16xf32>) -> tensor<16x16xf32> {
 """
 
 
-def annotate(text, fusion="none", **options):
-    ctx = make_context()
-    module = load_module(ctx, text, "<test>")
-    annotate_module(
-        module, DiagnosticEngine("<test>"), hardware="host-cpu", backend="profiled", fusion=fusion, backend_options={**FAST, **options}
-    )
-    return ctx, module
-
-
 def kernel_details(ctx, module) -> list[dict]:
     """The costmodel.kernel_cost of every kernel, as dicts (walk order)."""
-    out = []
-
-    def walk(op):
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    inner = inner.operation
-                    if "costmodel.kernel_cost" in inner.attributes:
-                        out.append(dict_attr_values(ir.DictAttr(inner.attributes["costmodel.kernel_cost"])))
-                    walk(inner)
-
     with ctx:
-        walk(module)
-    return out
+        return [dict_attr_values(ir.DictAttr(op.attributes["costmodel.kernel_cost"]))
+                for op in walk_ops(module.operation) if "costmodel.kernel_cost" in op.attributes]
 
 
 # -- 1. rank-0 arguments of every element type ------------------------------------------------
