@@ -13,8 +13,11 @@ spatial dims, channels last or first, strides, padding, lhs/rhs dilation, featur
 batch groups), reduce (add/max) and a variadic argmax reduce, reduce_window,
 select_and_scatter, sort (one operand, or values and indices), gather/scatter (`x[i]`,
 `x[i, j]`, `x.at[i].add(u)`), dynamic_slice / dynamic_update_slice, compare + select,
-while (counted or of a bound the function receives, 1-3 carries, perhaps nested), case
-and func.call of a private function.
+while (counted or of a bound the function receives, 1-3 carries, perhaps nested), case,
+func.call of a private function, clamp, iota (added to a value), map, reverse,
+bitcast_convert, reduce_precision, an fp8 round trip (f8E4M3FN, f8E5M2: converts only),
+integer convolutions (i8, i32; i8 -> i32), a variadic reduce_window (argmax pooling) and
+is_finite + select.
 
 Deliberately left out, so that our counts must equal XLA HloCostAnalysis's
 (docs/cost-rules.md "Deliberate differences"): ops whose operands are all constants
@@ -53,7 +56,14 @@ OP_KINDS = (
     "unary", "binary", "convert", "broadcast_in_dim", "transpose", "reshape", "slice", "concatenate", "pad",
     "dot_general", "dot", "convolution", "reduce", "argmax", "reduce_window", "select_and_scatter", "sort",
     "gather", "scatter", "dynamic_slice", "dynamic_update_slice", "select", "while", "case", "call",
+    "clamp", "iota", "map", "reverse", "bitcast_convert", "reduce_precision", "fp8_convert", "int_convolution",
+    "argmax_window", "is_finite",
 )
+# 8-bit floats (convert only: XLA's CPU converter upcasts their arithmetic; a convert to and
+# from them is what quantized programs hold)
+FP8_DTYPES = ("f8E4M3FN", "f8E5M2")
+BITS = {"f32": 32, "bf16": 16, "f16": 16, "f64": 64, "i32": 32, "i8": 8, "i64": 64, "ui32": 32}
+SAME_WIDTH = {32: ("f32", "i32", "ui32"), 16: ("bf16", "f16"), 64: ("f64", "i64"), 8: ("i8",)}
 
 # _IDENTITY_NOTE: movement ops that change nothing (broadcast/reshape to the same shape,
 # the identity transpose or one that moves size-1 dimensions only, a full slice, a zero
@@ -737,6 +747,155 @@ class _Builder:
         self.emit(f'{out} = "stablehlo.case"({idx.name}) ({{')
         self.lines.append("\n  }, {\n".join(branches))
         self.emit(f"}}) : ({idx.type}) -> {x.type}")
+        return Value(out, x.shape, x.dtype)
+
+    # -- further kinds: clamp, iota, map, reverse, bit casts, precision, fp8, integer
+    # -- convolutions, a windowed argmax (variadic reduce_window), is_finite -----------
+    def op_clamp(self, x):
+        """clamp(lo, x, hi), the bounds x's type or scalars (jnp.clip)."""
+        scalar = self.draw(st.booleans())
+        lo = self.arg((), x.dtype) if scalar else self.same_type(x)
+        hi = self.arg((), x.dtype) if scalar else self.same_type(x, lo)
+        self.use(x, lo, hi)
+        out = self.fresh()
+        self.emit(f"{out} = stablehlo.clamp {lo.name}, {x.name}, {hi.name} : ({lo.type}, {x.type}, {hi.type}) -> {x.type}")
+        return Value(out, x.shape, x.dtype)
+
+    def op_iota(self, x):
+        """x + iota along one dimension (jnp.arange added to a value: the iota alone reads
+        nothing, see the module docstring)."""
+        dims = [d for d in range(len(x.shape)) if x.shape[d] > 1]
+        if not dims:
+            return None  # an iota along a size-1 dimension is the constant 0: XLA's conversion folds x + 0
+        dim = self.draw(st.sampled_from(dims))
+        io = self.fresh("io")
+        self.emit(f"{io} = stablehlo.iota dim = {dim} : {x.type}")
+        self.use(x)
+        out = self.fresh()
+        self.emit(f"{out} = stablehlo.add {x.name}, {io} : {x.type}")
+        return Value(out, x.shape, x.dtype)
+
+    def op_map(self, x):
+        """stablehlo.map of a binary scalar computation over x and another value."""
+        if not x.shape:
+            return None
+        y = self.same_type(x)
+        self.use(x, y)
+        s = ttype((), x.dtype)
+        a, b, c = self.fresh("s"), self.fresh("s"), self.fresh("s")
+        op = self.draw(st.sampled_from(BINARY_INT if is_int(x.dtype) else BINARY_FLOAT))
+        out = self.fresh()
+        self.emit(f'{out} = "stablehlo.map"({x.name}, {y.name}) ({{')
+        self.emit(f"^bb0({a}: {s}, {b}: {s}):", 2)
+        self.emit(f"{c} = stablehlo.{op} {a}, {b} : {s}", 4)
+        self.emit(f"stablehlo.return {c} : {s}", 4)
+        self.emit(f"}}) {{dimensions = array<i64: {', '.join(map(str, range(len(x.shape))))}>}} : ({x.type}, {x.type}) -> {x.type}")
+        return Value(out, x.shape, x.dtype)
+
+    def op_reverse(self, x):
+        dims = [d for d in range(len(x.shape)) if x.shape[d] > 1]
+        if not dims:
+            return None  # reversing size-1 dimensions is an identity (see _IDENTITY_NOTE)
+        k = self.draw(st.integers(1, len(dims)))
+        dims = sorted(self.draw(st.permutations(dims))[:k])
+        self.use(x)
+        out = self.fresh()
+        self.emit(f"{out} = stablehlo.reverse {x.name}, dims = {_ilist(dims)} : {x.type}")
+        return Value(out, x.shape, x.dtype)
+
+    def op_bitcast_convert(self, x):
+        """A bit cast to another element type of the same width (jax.lax.bitcast_convert_type)."""
+        others = [d for d in SAME_WIDTH[BITS[x.dtype]] if d != x.dtype]
+        if not others:
+            return None
+        dtype = self.draw(st.sampled_from(others))
+        self.use(x)
+        out = self.fresh()
+        r = Value(out, x.shape, dtype)
+        self.emit(f"{out} = stablehlo.bitcast_convert {x.name} : ({x.type}) -> {r.type}")
+        return r
+
+    def op_reduce_precision(self, x):
+        if is_int(x.dtype):
+            return None
+        e, m = self.draw(st.sampled_from([(5, 10), (8, 7), (4, 3), (5, 2)]))
+        self.use(x)
+        out = self.fresh()
+        self.emit(f"{out} = stablehlo.reduce_precision {x.name}, format = e{e}m{m} : {x.type}")
+        return Value(out, x.shape, x.dtype)
+
+    def op_fp8_convert(self, x):
+        """A quantize-dequantize round trip through an 8-bit float (x -> f8 -> x's type)."""
+        if is_int(x.dtype):
+            return None
+        f8 = self.draw(st.sampled_from(FP8_DTYPES))
+        self.use(x)
+        q, out = self.fresh("q"), self.fresh()
+        qt = ttype(x.shape, f8)
+        self.emit(f"{q} = stablehlo.convert {x.name} : ({x.type}) -> {qt}")
+        self.emit(f"{out} = stablehlo.convert {q} : ({qt}) -> {x.type}")
+        return Value(out, x.shape, x.dtype)
+
+    def op_int_convolution(self, x):
+        """An integer convolution (i8 or i32 operands; i8 now and then into i32: a
+        quantized convolution), 2 spatial dimensions, channels last."""
+        dtype = self.draw(st.sampled_from(["i8", "i32"]))
+        n, h, w, c = (self.draw(st.integers(1, MAX_DIM)) for _ in range(4))
+        if len(x.shape) == 4 and x.dtype == dtype:
+            n, h, w, c = x.shape
+        else:
+            x = self.arg((n, h, w, c), dtype)
+        kh, kw = self.draw(st.integers(1, min(3, h))), self.draw(st.integers(1, min(3, w)))
+        o = self.draw(st.integers(1, 3))
+        wv = self.arg((kh, kw, c, o), dtype)
+        self.use(x, wv)
+        rdtype = "i32" if dtype == "i8" and self.draw(st.booleans()) else dtype
+        out = self.fresh()
+        r = Value(out, (n, h - kh + 1, w - kw + 1, o), rdtype)
+        self.emit(
+            f"{out} = stablehlo.convolution({x.name}, {wv.name}) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], "
+            f"window = {{stride = [1, 1], pad = [[0, 0], [0, 0]], lhs_dilate = [1, 1], rhs_dilate = [1, 1]}} "
+            f"{{batch_group_count = 1 : i64, feature_group_count = 1 : i64}} : ({x.type}, {wv.type}) -> {r.type}"
+        )
+        return r
+
+    def op_argmax_window(self, x):
+        """A variadic reduce_window: the maximum over each window and its index (values
+        and an i32 index operand reduced together, as argmax pooling)."""
+        if not x.shape or is_int(x.dtype):
+            return None
+        win, strides, pads, shape = self._window(x)
+        if all(w == 1 for w in win):
+            return None  # an identity (see _IDENTITY_NOTE)
+        idx = self.arg(x.shape, "i32")
+        self.use(x, idx)
+        s, si = ttype((), x.dtype), "tensor<i32>"
+        c0, c1 = self.fresh("c"), self.fresh("c")
+        self.emit(f"{c0} = stablehlo.constant dense<{_zero(x.dtype)}> : {s}")
+        self.emit(f"{c1} = stablehlo.constant dense<0> : {si}")
+        a, b, c, d, p, v, i = (self.fresh(t) for t in "abcdpvi")
+        out = self.fresh("r")
+        rv, ri = Value(out + "#0", shape, x.dtype), Value(out + "#1", shape, "i32")
+        self.emit(f'{out}:2 = "stablehlo.reduce_window"({x.name}, {idx.name}, {c0}, {c1}) <{{{self._window_attrs(win, strides, pads)}}}> ({{')
+        self.emit(f"^bb0({a}: {s}, {b}: {si}, {c}: {s}, {d}: {si}):", 2)
+        self.emit(f"{p} = stablehlo.compare GE, {a}, {c} : ({s}, {s}) -> tensor<i1>", 4)
+        self.emit(f"{v} = stablehlo.select {p}, {a}, {c} : tensor<i1>, {s}", 4)
+        self.emit(f"{i} = stablehlo.select {p}, {b}, {d} : tensor<i1>, {si}", 4)
+        self.emit(f"stablehlo.return {v}, {i} : {s}, {si}", 4)
+        self.emit(f"}}) : ({x.type}, {idx.type}, {s}, {si}) -> ({rv.type}, {ri.type})")
+        self.add(ri)
+        return rv
+
+    def op_is_finite(self, x):
+        """select(is_finite(x), x, y): jnp.nan_to_num's form."""
+        if is_int(x.dtype):
+            return None
+        y = self.same_type(x)
+        self.use(x, y)
+        p, out = self.fresh(), self.fresh()
+        pt = ttype(x.shape, "i1")
+        self.emit(f"{p} = stablehlo.is_finite {x.name} : ({x.type}) -> {pt}")
+        self.emit(f"{out} = stablehlo.select {p}, {x.name}, {y.name} : {pt}, {x.type}")
         return Value(out, x.shape, x.dtype)
 
     # -- the program -----------------------------------------------------------------
