@@ -861,6 +861,149 @@ module {
     assert a.engine.unsupported_ops == {}
 
 
+# An XLA-compiled scan step (jax 0.10.2, CPU; the shape of what jax.lax.scan compiles to):
+# the loop's init is a copy of a constant, its compare and increment are fusions, and the
+# stacking of one row per step is a dynamic_update_slice fusion in place of its parameter.
+COMPILED_SCAN = """
+module {
+  func.func @main(%x: tensor<64x64xf32>, %acc: tensor<16x64x64xf32>) -> tensor<16x64x64xf32> {
+    %c = stablehlo.constant dense<0> : tensor<i32>
+    %0 = mhlo.copy %c : tensor<i32>
+    %w:3 = stablehlo.while(%i = %0, %v = %x, %s = %acc) : tensor<i32>, tensor<64x64xf32>, tensor<16x64x64xf32>
+    cond {
+      %n = stablehlo.constant dense<16> : tensor<i32>
+      %p = "mhlo.fusion"(%i, %n) <{fusion_kind = #mhlo<fusion_kind kLoop>}> ({
+      ^bb0(%a: tensor<i32>, %b: tensor<i32>):
+        %r = stablehlo.compare LT, %a, %b : (tensor<i32>, tensor<i32>) -> tensor<i1>
+        mhlo.return %r : tensor<i1>
+      }) : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %i0 = mhlo.copy %i : tensor<i32>
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %next = func.call @wrapped_add(%i0, %one) : (tensor<i32>, tensor<i32>) -> tensor<i32>
+      %t = "mhlo.fusion"(%v) <{fusion_kind = #mhlo<fusion_kind kLoop>}> ({
+      ^bb0(%a: tensor<64x64xf32>):
+        %r = stablehlo.tanh %a : tensor<64x64xf32>
+        mhlo.return %r : tensor<64x64xf32>
+      }) : (tensor<64x64xf32>) -> tensor<64x64xf32>
+      %u = "mhlo.fusion"(%s, %i0, %t) <{fusion_kind = #mhlo<fusion_kind kLoop>}> ({
+      ^bb0(%a: tensor<16x64x64xf32>, %j: tensor<i32>, %row: tensor<64x64xf32>):
+        %r3 = mhlo.bitcast %row : (tensor<64x64xf32>) -> tensor<1x64x64xf32>
+        %z = stablehlo.constant dense<0> : tensor<i32>
+        %r = stablehlo.dynamic_update_slice %a, %r3, %j, %z, %z : (tensor<16x64x64xf32>, tensor<1x64x64xf32>, tensor<i32>, tensor<i32>, tensor<i32>) -> tensor<16x64x64xf32>
+        mhlo.return %r : tensor<16x64x64xf32>
+      }) : (tensor<16x64x64xf32>, tensor<i32>, tensor<64x64xf32>) -> tensor<16x64x64xf32>
+      stablehlo.return %next, %t, %u : tensor<i32>, tensor<64x64xf32>, tensor<16x64x64xf32>
+    }
+    return %w#2 : tensor<16x64x64xf32>
+  }
+  func.func private @wrapped_add(%a: tensor<i32>, %b: tensor<i32>) -> tensor<i32> {
+    %r = stablehlo.add %a, %b : tensor<i32>
+    return %r : tensor<i32>
+  }
+}
+"""
+
+
+def test_compiled_loop_trip_count_is_inferred_through_copies_and_fusions():
+    """Audit find: an XLA-compiled fori_loop/scan was costed once ("cannot infer the trip
+    count"): its init is `mhlo.copy` of a constant, its compare and its increment are a
+    fusion or a call of an outlined computation. Seen through, it runs 16 times."""
+    a = run_annotate(COMPILED_SCAN, fusion="xla-gpu")
+    # compiled: its fusions (only in the loop) are the kernels, nothing is re-fused
+    assert ir.StringAttr(summary(a)["fusion"]).value == "given"
+    (w,) = a.ops("stablehlo.while")
+    assert a.cost(w)["trip_count"] == 16
+    assert not [d for d in a.diagnostics if "trip count" in d.message]
+
+
+def test_in_place_update_fusion_reads_and_writes_its_update_only():
+    """Audit find: a compiled fusion that dynamic_update_slices one row into its own
+    parameter (a scan's stacked output, a KV cache) was costed as reading and writing the
+    whole buffer (4,000x too much for a row of a 4096x4096 matrix). XLA emits it in place:
+    it reads the row and the index and writes the row."""
+    a = run_annotate(COMPILED_SCAN, fusion="xla-gpu")
+    (dus,) = [op for op in a.ops("mhlo.fusion") if "dynamic_update_slice" in str(op)]
+    c = a.cost(dus)
+    row = 64 * 64 * F32
+    assert c["bytes_read"] == row + 4  # the row and the i32 index; not the 16-row buffer
+    assert c["bytes_written"] == row
+    # the same update outlined as a call of a fused computation
+    outlined = COMPILED_SCAN.replace(
+        "  func.func private @wrapped_add",
+        """  func.func private @fused_update(%a: tensor<16x64x64xf32>, %j: tensor<i32>, %row: tensor<64x64xf32>) -> tensor<16x64x64xf32> {
+    %r3 = mhlo.bitcast %row : (tensor<64x64xf32>) -> tensor<1x64x64xf32>
+    %z = stablehlo.constant dense<0> : tensor<i32>
+    %r = stablehlo.dynamic_update_slice %a, %r3, %j, %z, %z : (tensor<16x64x64xf32>, tensor<1x64x64xf32>, tensor<i32>, tensor<i32>, tensor<i32>) -> tensor<16x64x64xf32>
+    return %r : tensor<16x64x64xf32>
+  }
+  func.func private @wrapped_add""",
+    )
+    # a call form of the kernel: the fusion swapped for a call of it
+    start = outlined.index('      %u = "mhlo.fusion"')
+    end = outlined.index("      stablehlo.return %next")
+    called = outlined[:start] + (
+        "      %u = func.call @fused_update(%s, %i0, %t) : (tensor<16x64x64xf32>, tensor<i32>, tensor<64x64xf32>) -> tensor<16x64x64xf32>\n"
+    ) + outlined[end:]
+    a = run_annotate(called, fusion="xla-gpu", inline=False)
+    (k,) = [k for k in kernels(a) if k["root"] == "func.call" and k["bytes_written"] != 4]  # not the counter's add
+    assert (k["bytes_read"], k["bytes_written"]) == (row + 4, row)
+    # a buffer also read elsewhere in the fusion is not updated in place: all of it counts
+    shared = COMPILED_SCAN.replace(
+        "        mhlo.return %r : tensor<16x64x64xf32>\n      }) : (tensor<16x64x64xf32>, tensor<i32>, tensor<64x64xf32>)",
+        "        %q = stablehlo.add %r, %a : tensor<16x64x64xf32>\n"
+        "        mhlo.return %q : tensor<16x64x64xf32>\n      }) : (tensor<16x64x64xf32>, tensor<i32>, tensor<64x64xf32>)",
+    )
+    assert shared != COMPILED_SCAN
+    a = run_annotate(shared, fusion="xla-gpu")
+    (dus,) = [op for op in a.ops("mhlo.fusion") if "dynamic_update_slice" in str(op)]
+    assert a.cost(dus)["bytes_read"] == 16 * row + 4 + row
+
+
+def test_inlining_keeps_the_calls_of_outlined_fusions():
+    """Audit find: `costmodel kernels` and `predict` inline calls by default, and in a
+    compiled module that turned each `func.call @fused_*` (one kernel) into its ops, each
+    then a kernel of its own (7 launches where XLA runs 5). Such calls now stay; other
+    calls are inlined as before."""
+    fusion = (
+        '    %f = "mhlo.fusion"(%a) <{fusion_kind = #mhlo<fusion_kind kLoop>}> ({\n'
+        "    ^bb0(%x: tensor<64xf32>):\n"
+        "      %s = stablehlo.sine %x : tensor<64xf32>\n"
+        "      mhlo.return %s : tensor<64xf32>\n"
+        "    }) : (tensor<64xf32>) -> tensor<64xf32>\n"
+    )
+    text = (
+        "module {\n"
+        "  func.func private @fused_add(%p: tensor<64xf32>, %q: tensor<64xf32>) -> tensor<64xf32> {\n"
+        "    %0 = stablehlo.add %p, %q : tensor<64xf32>\n"
+        "    %1 = stablehlo.exponential %0 : tensor<64xf32>\n"
+        "    return %1 : tensor<64xf32>\n"
+        "  }\n"
+        "  func.func private @helper(%p: tensor<64xf32>) -> tensor<64xf32> {\n"
+        "    %0 = stablehlo.negate %p : tensor<64xf32>\n"
+        "    return %0 : tensor<64xf32>\n"
+        "  }\n"
+        "  func.func @main(%a: tensor<64xf32>, %b: tensor<64xf32>) -> tensor<64xf32> {\n"
+        + fusion
+        + "    %0 = func.call @fused_add(%f, %b) : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>\n"
+        "    %1 = func.call @fused_add(%0, %b) : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>\n"
+        "    %2 = func.call @helper(%1) : (tensor<64xf32>) -> tensor<64xf32>\n"
+        "    return %2 : tensor<64xf32>\n"
+        "  }\n"
+        "}\n"
+    )
+    inlined = run_annotate(text, fusion="xla-gpu", inline=True)
+    calls = [ir.FlatSymbolRefAttr(op.attributes["callee"]).value for op in inlined.ops("func.call")]
+    assert calls == ["fused_add", "fused_add"]  # @helper inlined, the fused computation kept
+    # the fusion, two calls of the fused computation, the inlined negate
+    assert ir.IntegerAttr(summary(inlined)["kernel_count"]).value == 4
+    # an uncompiled module's calls of functions so named are inlined as any other
+    plain = text.replace(fusion, "    %f = stablehlo.sine %a : tensor<64xf32>\n")
+    assert plain != text
+    assert not run_annotate(plain, fusion="xla-gpu", inline=True).ops("func.call")
+
+
 def test_fusion_option_in_the_pass(tmp_path):
     from costmodel import driver
 

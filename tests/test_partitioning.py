@@ -86,3 +86,31 @@ def test_may_be_sharded_is_a_cheap_first_look():
         gspmd = load_module(ctx, "module attributes {mhlo.num_partitions = 8 : i32} {}", "g.mlir")
         shardy = load_module(ctx, 'module {\n  sdy.mesh @mesh = <["d"=2]>\n}', "s.mlir")
         assert not may_be_sharded(pmap) and may_be_sharded(gspmd) and may_be_sharded(shardy)
+
+
+COMPILED_DP = """
+module @jit_step attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func @main(%w: tensor<64x64xf32> {mhlo.sharding = "{replicated}"}, %x: tensor<64x64xf32> {mhlo.sharding = "{devices=[4,1]<=[4]}"}) -> tensor<64x64xf32> {
+    %0 = "mhlo.fusion"(%x, %w) <{fusion_kind = #mhlo<fusion_kind kCustom>}> ({
+    ^bb0(%a: tensor<64x64xf32>, %b: tensor<64x64xf32>):
+      %d = stablehlo.dot %a, %b : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+      mhlo.return %d : tensor<64x64xf32>
+    }) : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+    return %0 : tensor<64x64xf32>
+  }
+}
+"""
+
+
+def test_a_compiled_module_is_per_device_whatever_its_arguments_say():
+    """Audit find: XLA's optimized module of a data-parallel step (converted to MLIR) keeps
+    the arguments' mhlo.sharding and num_partitions = 4; it was sent to propagate-shardings,
+    which failed on its mhlo.fusion ops (`kernels`, `predict`, `memory` all stopped). XLA
+    partitions before it fuses: a module with fusions is one device's program. The same
+    module without its fusion is a sharded program to partition."""
+    assert _find(COMPILED_DP) is None
+    uncompiled = COMPILED_DP.replace(
+        COMPILED_DP[COMPILED_DP.index('    %0 = "mhlo.fusion"'):COMPILED_DP.index("    return %0")],
+        "    %0 = stablehlo.dot %x, %w : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>\n",
+    )
+    assert "%arg1 of @main has mhlo.sharding" in _find(uncompiled)

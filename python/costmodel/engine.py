@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from .ir import DiagnosticEngine, count_attr, defining_op, f64_attr, ir
+from .ir import OUTLINED_FUSION_PREFIXES, DiagnosticEngine, count_attr, defining_op, f64_attr, ir
 from .rules import REGION_OPS, NotDecomposed, OpCost, Unsupported, rule_for
 from .shapes import type_info
 
@@ -90,9 +90,23 @@ class Totals:
         return best if self.time_by_bound[best] > 0 else "overhead"
 
 
+# XLA's copies of a value (an optimized module's loop carries: `mhlo.copy` of the init)
+_COPIES = ("mhlo.copy", "stablehlo.copy")
+
+
+def _uncopied(value):
+    """The value a chain of copies starts from (the value itself when it is no copy)."""
+    while True:
+        op = defining_op(value)
+        if op is None or op.name not in _COPIES:
+            return value
+        value = op.operands[0]
+
+
 def _scalar_const(value) -> int | None:
-    """Integer value of a scalar/splat stablehlo.constant (or arith.constant)."""
-    op = defining_op(value)
+    """Integer value of a scalar/splat stablehlo.constant (or arith.constant), perhaps
+    through copies (an XLA-compiled loop's init)."""
+    op = defining_op(_uncopied(value))
     if op is None or op.name not in ("stablehlo.constant", "arith.constant"):
         return None
     attr = op.attributes["value"]
@@ -109,6 +123,7 @@ def _scalar_const(value) -> int | None:
 
 
 def _block_arg_index(value, block) -> int | None:
+    value = _uncopied(value)
     if isinstance(value, ir.BlockArgument):
         if value.owner == block:
             return value.arg_number
@@ -137,6 +152,47 @@ def infer_trip_count(while_op: ir.Operation) -> int | None:
     return n if n is not None else trip_count_hint(while_op)
 
 
+def _single_op_of(value):
+    """(name, operands, op with its attributes) of the op that defines `value`; through a
+    compiled kernel (an `mhlo.fusion` computing that value with one op of its parameters
+    and constants: an XLA-compiled loop's compare or increment), the inner op with its
+    parameters mapped to the fusion's operands. None when nothing defines it."""
+    op = defining_op(value)
+    if op is None:
+        return None
+    if op.name == "func.call" and len(op.results) == 1:  # a call of an outlined fusion
+        body = _callee(op)
+        if body is None or len(body.regions[0].blocks) != 1:
+            return None
+        block = body.regions[0].blocks[0]
+    elif op.name == "mhlo.fusion" and len(op.results) == 1 and len(op.regions[0].blocks) == 1:
+        block = op.regions[0].blocks[0]
+    else:
+        return op.name, list(op.operands), op
+    ops = list(block.operations)
+    root = defining_op(ops[-1].operands[0]) if ops and len(ops[-1].operands) == 1 else None
+    if root is None or any(o.operation.name not in ("stablehlo.constant", "mhlo.constant") for o in ops[:-1] if o.operation != root):
+        return None
+    outer = list(op.operands)
+    mapped = []
+    for v in root.operands:
+        i = v.arg_number if isinstance(v, ir.BlockArgument) and v.owner == block else None
+        mapped.append(outer[i] if i is not None else v)
+    return root.name, mapped, root
+
+
+def _callee(call):
+    """The func.func a func.call calls (looked up in the enclosing module), or None."""
+    try:
+        name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+        top = call
+        while top.parent is not None:
+            top = top.parent
+        return ir.SymbolTable(top)[name]
+    except (KeyError, ValueError, TypeError, AttributeError):
+        return None
+
+
 def _counted_loop_trips(while_op: ir.Operation) -> int | None:
     """Trip count of a counted loop (jax fori_loop / scan), or None.
 
@@ -148,14 +204,13 @@ def _counted_loop_trips(while_op: ir.Operation) -> int | None:
         cond_block = while_op.regions[0].blocks[0]
         body_block = while_op.regions[1].blocks[0]
         ret = list(cond_block.operations)[-1]
-        pred = ret.operands[0].owner
-        pred = pred.operation if hasattr(pred, "operation") else pred
-        if pred.name != "stablehlo.compare":
+        found = _single_op_of(ret.operands[0])
+        if found is None or found[0] != "stablehlo.compare":
             return None
+        _name, (lhs, rhs), pred = found
         direction = str(pred.attributes["comparison_direction"])
         # '#stablehlo<comparison_direction LT>' -> LT
         direction = direction.rsplit(" ", 1)[-1].rstrip(">")
-        lhs, rhs = pred.operands[0], pred.operands[1]
         body_ret = list(body_block.operations)[-1]
         inits = list(while_op.operands)
 
@@ -178,18 +233,17 @@ def _counted_loop_trips(while_op: ir.Operation) -> int | None:
             start = _scalar_const(inits[idx])
             if start is None:
                 return None
-            upd = body_ret.operands[idx].owner
-            upd = upd.operation if hasattr(upd, "operation") else upd
-            if not isinstance(upd, ir.Operation) or upd.name not in ("stablehlo.add", "stablehlo.subtract"):
+            found = _single_op_of(body_ret.operands[idx])
+            if found is None or found[0] not in ("stablehlo.add", "stablehlo.subtract"):
                 return None
-            a, b = upd.operands[0], upd.operands[1]
+            upd_name, (a, b), _upd = found
             if _block_arg_index(a, body_block) == idx and _scalar_const(b) is not None:
                 step = _scalar_const(b)
-            elif upd.name == "stablehlo.add" and _block_arg_index(b, body_block) == idx and _scalar_const(a) is not None:
+            elif upd_name == "stablehlo.add" and _block_arg_index(b, body_block) == idx and _scalar_const(a) is not None:
                 step = _scalar_const(a)
             else:
                 return None
-            if upd.name == "stablehlo.subtract":
+            if upd_name == "stablehlo.subtract":
                 step = -step
             return start, step
 
@@ -550,7 +604,7 @@ class CostEngine:
                 if callee.startswith(OUTLINED_FUSION_PREFIXES) and callee in self._funcs:
                     ft = self.func_totals(callee)
                     if ft is not None:
-                        nodes.append(Node(op, name, _call_kernel_cost(op, ft), OPAQUE))
+                        nodes.append(Node(op, name, _call_kernel_cost(op, ft, self._funcs[callee]), OPAQUE))
                         continue
             if name in REGION_OPS:
                 rt = self._region_op(op)
@@ -893,26 +947,36 @@ class CostEngine:
         return t
 
 
-# Computations XLA outlined from its fusions (the *-opt.mlir workloads): a call to one
-# is one kernel.
-OUTLINED_FUSION_PREFIXES = ("fused_", "gemm_fusion_", "loop_", "input_", "wrapped_", "triton_")
 
 
 def _already_fused(funcs) -> bool:
-    """A module XLA already compiled (mhlo.fusion ops in a function body)."""
-    for _name, fn in funcs:
-        for block in fn.regions[0].blocks:
+    """A module XLA already compiled (mhlo.fusion ops in a function body, or in the body
+    of its loops and conditionals: a compiled scan's step)."""
+    stack = [fn.regions[0] for _name, fn in funcs]
+    while stack:
+        for block in stack.pop().blocks:
             for op in block.operations:
-                if op.operation.name == "mhlo.fusion":
+                op = op.operation
+                name = op.name
+                if name == "mhlo.fusion":
                     return True
+                if name in ("stablehlo.while", "stablehlo.case", "stablehlo.if"):
+                    stack.extend(op.regions)
     return False
 
 
-def _call_kernel_cost(op, ft: Totals) -> OpCost:
+def _call_kernel_cost(op, ft: Totals, callee=None) -> OpCost:
     """A call of an outlined XLA fusion: the callee's work, the call's operand and result
-    bytes (what the kernel reads and writes)."""
+    bytes (what the kernel reads and writes; an update in place of a parameter: the update
+    only, rules.in_place_update_savings)."""
+    from .rules import in_place_update_savings
+
     nbytes_in = sum(type_info(v.type).nbytes for v in op.operands)
     nbytes_out = sum(type_info(v.type).nbytes for v in op.results)
+    if callee is not None and len(callee.regions[0].blocks):
+        not_read, not_written = in_place_update_savings(callee.regions[0].blocks[0])
+        nbytes_in -= not_read
+        nbytes_out -= not_written
     return OpCost(flops=ft.flops, transcendentals=ft.transcendentals, bytes_read=nbytes_in, bytes_written=nbytes_out)
 
 

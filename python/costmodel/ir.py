@@ -661,13 +661,20 @@ def has_public_body(module: ir.Operation) -> bool:
     return False
 
 
+# Computations XLA outlined from its fusions (an optimized module converted to MLIR, the
+# *-opt.mlir workloads): a call of one is one kernel, never inlined nor re-fused.
+OUTLINED_FUSION_PREFIXES = ("fused_", "gemm_fusion_", "loop_", "input_", "wrapped_", "triton_")
+
+
 def inline_calls(module: ir.Operation, max_rounds: int = 64, drop_uncalled: bool = False) -> int:
     """Inline every `func.call` of a function with a one-block body, as XLA does before
     it fuses (the MLIR `inline` pass does nothing here: jaxlib's bindings register no
     inliner for func/StableHLO). Calls inside inlined bodies are inlined in the next
     round; a recursive cycle stops after `max_rounds`. With `drop_uncalled`, the private
     functions no longer referenced are then removed (`symbol-dce`: their kernels would
-    never run). Needs the module's context active. Returns the number of calls inlined."""
+    never run). In a module XLA already compiled (an `mhlo.fusion` in it), calls of its
+    outlined fusions (OUTLINED_FUSION_PREFIXES) stay: each is one kernel. Needs the
+    module's context active. Returns the number of calls inlined."""
     funcs = {}
     for op in module.regions[0].blocks[0].operations:
         op = op.operation
@@ -675,12 +682,20 @@ def inline_calls(module: ir.Operation, max_rounds: int = 64, drop_uncalled: bool
             funcs[ir.StringAttr(op.attributes["sym_name"]).value] = op
     _check_inlined_size(funcs)
     done = 0
+    compiled = None
     for _ in range(max_rounds):
-        calls = [op for op in nested_ops(module) if op.name == "func.call"]
+        calls = []
+        for op in nested_ops(module):
+            name = op.name
+            if name == "func.call":
+                calls.append(op)
+            elif compiled is None and name == "mhlo.fusion":
+                compiled = True
         inlined = 0
         for call in calls:
-            callee = funcs.get(ir.FlatSymbolRefAttr(call.attributes["callee"]).value)
-            if callee is None:
+            name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+            callee = funcs.get(name)
+            if callee is None or (compiled and name.startswith(OUTLINED_FUSION_PREFIXES)):
                 continue
             with ir.InsertionPoint(call), call.location:
                 outs = _jax_mlir_ext.inlined_func_call(callee, list(call.operands), call.location)

@@ -154,6 +154,10 @@ def find_unpartitioned_sharding(module) -> Unpartitioned | None:
     if is_marked_partitioned(module):
         return None
     ops = nested_ops(module)
+    if any(op.name == "mhlo.fusion" for op in ops):
+        # compiled by XLA, which partitions before it fuses: per-device already (the
+        # arguments' mhlo.sharding attributes it keeps describe the global layout)
+        return None
     for op in ops:
         if op.name in _SDY_COLLECTIVES:
             # global shapes with Shardy's explicit collectives (propagate-shardings

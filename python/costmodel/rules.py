@@ -1197,11 +1197,48 @@ _LINALG_ROUTINES = frozenset(
 # ---------------------------------------------------------------------------
 
 
+# Ops XLA emits as a bitcast of a buffer (the same bytes seen with another shape)
+_BUFFER_VIEWS = frozenset({"mhlo.bitcast", "stablehlo.reshape", "mhlo.reshape"})
+_DUS_OPS = frozenset({"stablehlo.dynamic_update_slice", "mhlo.dynamic_update_slice"})
+
+
+def in_place_update_savings(block) -> tuple[int, int]:
+    """(parameter bytes not read, result bytes not written) of a compiled kernel (an
+    mhlo.fusion's body, an outlined fused_* computation) that returns dynamic_update_slices
+    into its own parameters: XLA GPU emits such a fusion in place, the parameter's buffer
+    aliasing the result, so it reads and writes only the update (ir_emitter_unnested /
+    CanEmitFusedDynamicUpdateSliceInPlaceForGpu: the updated operand a parameter, perhaps
+    through bitcasts, used by nothing else in the fusion). A scan's stacking of one row
+    per step, a KV-cache write. (0, 0) when no result is such an update."""
+    ops = list(block.operations)
+    if not ops:
+        return 0, 0
+    saved_read = saved_written = 0
+    done = set()
+    for root in ops[-1].operands:  # the terminator's operands: the kernel's results
+        if not isinstance(root, ir.OpResult) or root.owner.name not in _DUS_OPS:
+            continue
+        dus = root.owner
+        base = dus.operands[0]
+        while isinstance(base, ir.OpResult) and base.owner.name in _BUFFER_VIEWS and len(list(base.uses)) == 1:
+            base = base.owner.operands[0]
+        if not isinstance(base, ir.BlockArgument) or base.owner != block or len(list(base.uses)) != 1:
+            continue
+        if base.arg_number in done:
+            continue
+        done.add(base.arg_number)
+        saved_read += _info(base).nbytes
+        saved_written += max(0, _info(root).nbytes - _info(dus.operands[1]).nbytes)
+    return saved_read, saved_written
+
+
 def mhlo_fusion_rule(op, env) -> OpCost:
     """One kernel the compiler already formed: the flops of its body (each body op is
-    annotated), the bytes of its operands and results only (XLA's fusion accounting).
+    annotated), the bytes of its operands and results only (XLA's fusion accounting; a
+    dynamic_update_slice of a parameter in place: its update only, in_place_update_savings).
     A fusion whose body holds a dot/convolution runs on the matrix units."""
     per = env.apply_cost(op.regions[0])
+    not_read, not_written = in_place_update_savings(op.regions[0].blocks[0]) if len(op.regions[0].blocks) else (0, 0)
     unit, dtype = VECTOR, _dtype(_results(op))
     for block in op.regions[0].blocks:
         for inner in block.operations:
@@ -1212,8 +1249,8 @@ def mhlo_fusion_rule(op, env) -> OpCost:
     return OpCost(
         flops=per.flops,
         transcendentals=per.transcendentals,
-        bytes_read=_bytes_in(op),
-        bytes_written=_bytes_out(op),
+        bytes_read=_bytes_in(op) - not_read,
+        bytes_written=_bytes_out(op) - not_written,
         unit=unit,
         dtype=dtype,
     )
