@@ -41,8 +41,10 @@ How the program becomes a graph (docs/chakra.md has the long version):
   collective_permute, send and recv become COMM_SEND / COMM_RECV pairs (all sends of an
   op before its receives, so no rank can block a peer). A rank that takes no part in a
   communication op (not in any group of size > 1, no pair) gets no node for it.
-- The local work of a collective (the reduction of an all_reduce, as annotate-cost
-  prices it) is compute: it joins the compute before the collective.
+- A collective's local work (an all_reduce's reduction) takes no time of its own:
+  annotate-cost gives it none, the communication model prices it. Local work that has a
+  time (a collective of dynamic shapes, exported as local work) joins the compute
+  before the collective.
 """
 
 from __future__ import annotations
