@@ -698,3 +698,27 @@ def test_an_all_reduce_is_communication_only(tmp_path):
         row = predict(str(p), systems=["h100-sxm-x4"], backends=[backend], top=0).rows[0]
         assert row.compute_ms == 0 and row.comm_ms > 0
         assert row.step_time_ms == pytest.approx(row.comm_ms, rel=1e-6)
+
+
+def test_peak_memory_follows_the_rows_fusion(stream, tmp_path):
+    """Metamorphic-audit find: `predict --fusion none` printed the xla-gpu kernels' peak
+    memory (ResNet-50: 10.34 GiB where `costmodel memory --fusion none` says 28.66). The
+    row's fusion is the memory analysis's."""
+    from costmodel.ir import load_module, make_context
+    from costmodel.memory import peak_memory
+
+    p = tmp_path / "chain.mlir"
+    p.write_text(STREAM.replace(
+        "    return %y : tensor<4096x4096xf32>",
+        "    %n = stablehlo.negate %y : tensor<4096x4096xf32>\n"
+        "    %z = stablehlo.add %y, %n : tensor<4096x4096xf32>\n    return %z : tensor<4096x4096xf32>"))
+    ctx = make_context()
+    with ctx:
+        module = load_module(ctx, p.read_text(), str(p))
+        expected = {f: peak_memory(module, fusion=f).peak_bytes / 2**30 for f in ("none", "xla-gpu")}
+    # unfused, exp's and negate's results are buffers beside the argument (the add writes
+    # into one of them); fused, one kernel writes the result
+    assert expected["none"] == pytest.approx(3 * 64 / 1024) and expected["xla-gpu"] == pytest.approx(2 * 64 / 1024)
+    for fusion, peak in expected.items():
+        row = predict(str(p), systems=["h100-sxm-x4"], fusion=fusion, top=0).rows[0]
+        assert row.peak_memory_GiB == pytest.approx(peak)

@@ -491,7 +491,7 @@ def _predict(
                         top_of = f"{label} / {backend}"
                     policy = str(s.get("fusion", "none"))
                     if policy not in memory_by_policy:  # same kernels, same buffers: once per policy
-                        memory_by_policy[policy] = _peak_memory(clone)
+                        memory_by_policy[policy] = _peak_memory(clone, policy)
                     mem = memory_by_policy[policy]
                     if mem is not None:
                         rows[-1].peak_memory_GiB = mem / 2**30
@@ -588,13 +588,15 @@ def _small_collectives_note(module, step_ns: float) -> str | None:
     )
 
 
-def _peak_memory(module) -> int | None:
-    """Peak live bytes per device (costmodel.memory), None when the analysis is absent."""
+def _peak_memory(module, policy: str = "auto") -> int | None:
+    """Peak live bytes per device (costmodel.memory) with the kernels of `policy` (the
+    row's fusion: with `none` every op's result is a buffer, as `costmodel memory --fusion
+    none` says; it read the xla-gpu kernels' peak), None when the analysis is absent."""
     try:
         from .memory import peak_memory
     except ImportError:
         return None
-    return peak_memory(module).peak_bytes
+    return peak_memory(module, fusion=policy if policy == "none" else "auto").peak_bytes
 
 
 def _unmeasured(module, hw, backend: str, fusion: str) -> list[str]:
