@@ -722,3 +722,27 @@ def test_peak_memory_follows_the_rows_fusion(stream, tmp_path):
     for fusion, peak in expected.items():
         row = predict(str(p), systems=["h100-sxm-x4"], fusion=fusion, top=0).rows[0]
         assert row.peak_memory_GiB == pytest.approx(peak)
+
+
+def test_a_step_of_several_public_functions_says_so(stream, tmp_path, capsys):
+    """Metamorphic-audit find: a public function nobody calls joined the step silently
+    (ResNet-50 + an unused public matmul: +3.5%). predict sums every public function, as
+    annotate-cost does, and now says which."""
+    p = tmp_path / "two.mlir"
+    p.write_text(STREAM.replace(
+        "  func.func public @main",
+        "  func.func public @other(%x: tensor<8xf32>) -> tensor<8xf32> {\n"
+        "    %y = stablehlo.negate %x : tensor<8xf32>\n    return %y : tensor<8xf32>\n  }\n"
+        "  func.func public @main"))
+    res = predict(str(p), systems=["h100-sxm-x4"], top=0)
+    assert res.program["entries"].startswith("the step runs each of the 2 public functions once: @other, @main")
+    assert "entries" not in predict(stream, systems=["h100-sxm-x4"], top=0).program
+    rc, out, _ = run_cli(capsys, "predict", p, "--system", "h100-sxm-x4", "--top", "0")
+    assert rc == 0 and "note: the step runs each of the 2 public functions once" in out
+
+
+def test_long_system_labels_are_not_cut(stream, tmp_path, capsys):
+    """Audit find: the system column cut labels at 24 characters, so two system files in
+    a long directory printed as the same row."""
+    rc, out, _ = run_cli(capsys, "predict", stream, "--system", "h100-sxm-x4", "--set", "hardware.memory_bandwidth_GBps=4000", "--top", "0")
+    assert rc == 0 and "h100-sxm-x4 [hardware.memory_bandwidth_GBps=4000] " in out

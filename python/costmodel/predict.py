@@ -236,6 +236,16 @@ def _summary(module) -> dict:
     return dict_attr_values(ir.DictAttr(module.attributes[SUMMARY_ATTR]))
 
 
+def _entry_functions(module) -> list[str]:
+    """The public functions annotate-cost summed (its summary's entry_functions)."""
+    from .engine import SUMMARY_ATTR
+
+    d = ir.DictAttr(module.attributes[SUMMARY_ATTR])
+    if "entry_functions" not in d:
+        return []
+    return [ir.StringAttr(a).value for a in ir.ArrayAttr(d["entry_functions"])]
+
+
 def _matrix_dtype(module) -> str:
     """The element type of the program's dot/convolution operands (most common), for MFU."""
     from .shapes import type_info
@@ -416,6 +426,14 @@ def _predict(
                             warned = other_warnings(diags, first_warning)
                             if warned:
                                 program["warnings"] = warned
+                            entries = _entry_functions(clone)
+                            if len(entries) > 1:
+                                # a step is one run of every public function: say which
+                                program["entries"] = (
+                                    f"the step runs each of the {len(entries)} public functions once: "
+                                    + ", ".join(f"@{e}" for e in entries[:8]) + (" ..." if len(entries) > 8 else "")
+                                    + " (make a function private to leave it out)"
+                                )
                         policy = str(_summary(clone).get("fusion", "none"))
                         policies_seen.add(policy)
                         if combine if combine is not None else compiler_combines(policy):
@@ -712,8 +730,10 @@ def _row(label, spec, hw, backend, s, report, result, mm_dtype, sets) -> Row:
 def render_table(res: PredictResult) -> str:
     from .kernels.report import KernelRow, render_table as kernel_table
 
+    # the system column as wide as the longest label (a path, --set overrides), at least 24
+    w = max([24] + [len(r.system) for r in res.rows])
     head = (
-        f"{'system':<24} {'backend':<10} {'step':>10} {'compute':>10} {'comm':>9} {'exposed':>9} "
+        f"{'system':<{w}} {'backend':<10} {'step':>10} {'compute':>10} {'comm':>9} {'exposed':>9} "
         f"{'kernels':>7} {'MFU':>5} {'mem-bd':>6} {'peak mem':>12} {'speedup':>7}"
     )
     lines = [
@@ -744,12 +764,14 @@ def render_table(res: PredictResult) -> str:
             peak = f"{r.peak_memory_GiB:5.1f}" if r.peak_memory_GiB >= 0.1 else f"{r.peak_memory_GiB * 1024:4.1f}M"
             mem = f"{peak}/{r.hbm_GiB:g}G" + ("" if r.fits else " !")
         lines.append(
-            f"{r.system[:24]:<24} {r.backend:<10} {r.step_time_ms * scale:>8.2f}{unit} {r.compute_ms * scale:>8.2f}{unit} "
+            f"{r.system:<{w}} {r.backend:<10} {r.step_time_ms * scale:>8.2f}{unit} {r.compute_ms * scale:>8.2f}{unit} "
             f"{r.comm_ms * scale:>7.2f}{unit} {r.exposed_comm_ms * scale:>7.2f}{unit} {'-' if r.kernel_count is None else r.kernel_count:>7} {100 * r.mfu:>4.0f}% "
             f"{100 * r.memory_bound_share:>5.0f}% {mem:>12} " + (f"{r.speedup:>6.2f}x" if r.speedup is not None else f"{'n/a':>7}")
         )
     if res.program.get("not_costed"):
         lines.append(f"note: {res.program['not_costed']}")
+    if res.program.get("entries"):
+        lines.append(f"note: {res.program['entries']}")
     for why in res.program.get("skipped", []):
         lines.append(f"note: no row for {why}")
     if res.program.get("speedup_against"):
