@@ -746,3 +746,31 @@ def test_long_system_labels_are_not_cut(stream, tmp_path, capsys):
     a long directory printed as the same row."""
     rc, out, _ = run_cli(capsys, "predict", stream, "--system", "h100-sxm-x4", "--set", "hardware.memory_bandwidth_GBps=4000", "--top", "0")
     assert rc == 0 and "h100-sxm-x4 [hardware.memory_bandwidth_GBps=4000] " in out
+
+
+def test_mfu_leaves_out_dead_code(stream, tmp_path):
+    """Metamorphic-audit find: an unused copy of a convolution changed no kernel and no
+    time but raised total_flops, and so MFU (ResNet-50: +1%). The summary now has the
+    removed ops' flops (removed_flops) and MFU leaves them out; total_flops stays the
+    program as written (XLA's cost analysis counts dead ops too)."""
+    model_text = MODEL
+    dead = model_text.replace(
+        "    return %s, %y",
+        "    %dead = stablehlo.dot_general %x, %w1, contracting_dims = [1] x [0] : (tensor<256x1024xbf16>, tensor<1024x4096xbf16>) -> tensor<256x4096xbf16>\n"
+        "    return %s, %y")
+    assert dead != model_text
+    rows = []
+    for i, text in enumerate((model_text, dead)):
+        p = tmp_path / f"m{i}.mlir"
+        p.write_text(text)
+        rows.append(predict(str(p), systems=["h100-sxm-x4"], top=0).rows[0])
+    live, with_dead = rows
+    assert with_dead.step_time_ms == live.step_time_ms and with_dead.kernel_count == live.kernel_count
+    assert with_dead.mfu == pytest.approx(live.mfu, rel=1e-12)
+    from conftest import run_annotate
+    from costmodel.ir import dict_attr_values, ir
+
+    a = run_annotate(dead, fusion="xla-gpu")
+    s = dict_attr_values(ir.DictAttr(a.module.attributes["costmodel.summary"]))
+    assert s["removed_flops"] == 2 * 256 * 1024 * 4096  # the dead dot: one FMA = 2 flops
+    assert s["dead_op_count"] == 1

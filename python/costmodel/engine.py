@@ -64,6 +64,7 @@ class Totals:
     unsupported: int = 0
     kernel_count: int = 0  # kernel launches (kernel formation on)
     kernel_bytes: int = 0  # external bytes of those kernels
+    removed_flops: int = 0  # flops of ops the compiler removes (dead code: in no kernel)
 
     def add(self, other: "Totals", times: int = 1) -> None:
         self.flops += other.flops * times
@@ -76,6 +77,7 @@ class Totals:
         self.unsupported += other.unsupported * times
         self.kernel_count += other.kernel_count * times
         self.kernel_bytes += other.kernel_bytes * times
+        self.removed_flops += other.removed_flops * times
 
     def add_leaf(self, cost: OpCost, time_ns: float, bound: str) -> None:
         self.flops += cost.flops
@@ -469,6 +471,9 @@ class CostEngine:
             d["kernel_bytes"] = self._cnt(total.kernel_bytes)
             if self.dead_ops:
                 d["dead_op_count"] = self._cnt(self.dead_ops)
+                # their flops, in total_flops (the program as written, as XLA's cost
+                # analysis counts it) but run by no kernel: MFU leaves them out
+                d["removed_flops"] = self._cnt(total.removed_flops)
         if self.kernel_former is not None:
             for key, value in self.kernel_former.summary().items():
                 if isinstance(value, dict):
@@ -671,6 +676,7 @@ class CostEngine:
                     time_ns, bound = 0.0, "overhead"
                     if nd.dead:
                         self.dead_ops += 1
+                        t.removed_flops += cost.flops
                         # XLA's CSE or DCE removes it before fusion: no kernel, no buffer
                         # (costmodel memory reads this)
                         op.attributes[REMOVED_ATTR] = self._removed_attr
@@ -914,10 +920,10 @@ class CostEngine:
                 if w:
                     t.add(b, int(w) if float(w).is_integer() else w)
             if any(0 < w < 1 for w in weights):  # mean: whole counts
-                for f in ("flops", "transcendentals", "bytes_read", "bytes_written", "kernel_count", "kernel_bytes"):
+                for f in ("flops", "transcendentals", "bytes_read", "bytes_written", "kernel_count", "kernel_bytes", "removed_flops"):
                     setattr(t, f, int(round(getattr(t, f))))
             if self.branch == "xla":  # each count its maximum over the branches (XLA's cost analysis)
-                for f in ("flops", "transcendentals", "bytes_read", "bytes_written", "kernel_count", "kernel_bytes"):
+                for f in ("flops", "transcendentals", "bytes_read", "bytes_written", "kernel_count", "kernel_bytes", "removed_flops"):
                     setattr(t, f, max([getattr(b, f) for b in branches] + [0]))
             # an op we cannot cost in any branch stays flagged
             t.unsupported = max([b.unsupported for b in branches] + [0])
