@@ -14,11 +14,15 @@ Steps (docs/sharding.md has the long version):
 4. dot_general / dynamic_slice operands resharded as XLA's SPMD partitioner does
    (`costmodel.xla_spmd`), then `sdy-insert-explicit-reshards{enable-full-version=true}`
    and `sdy-reshard-to-collectives`: every reshard an `sdy` collective on global shapes;
-   identical collectives of one value merged.
+   identical collectives of one value merged. The halo exchange XLA's partitioner
+   performs for every convolution sharded along a spatial dimension its window spans is
+   planned (`plan_halo_exchanges`; a warning where it is not reproduced).
 5. (per-device=true, the default) `sdy-pad-for-divisibility` and
    `sdy-convert-global-to-local` (loop block arguments localised around it): local
    shapes, `stablehlo` collectives with replica_groups, channel handles and
-   use_global_device_ids; `mhlo.num_partitions` / `mhlo.num_replicas = 1` set; an
+   use_global_device_ids; the planned halo exchanges inserted (`exchange_halos`:
+   collective-permutes, concatenation, the local convolution unpadded along the
+   exchanged dimensions, as XLA's); `mhlo.num_partitions` / `mhlo.num_replicas = 1` set; an
    all_reduce whose every user dynamic-slices 1/n of it becomes a reduce_scatter (option
    reduce-scatter, XLA GPU/TPU's ReduceScatterCreator; FSDP gradients), after hybrid
    (dp x fsdp) gradients are split as XLA GPU's AllReduceSplitter splits them; the unit
@@ -177,16 +181,24 @@ def _fix_loop_block_types(module: ir.Operation) -> int:
 
 
 def _run_pipeline(
-    module: ir.Operation, stage: tuple[str, str], session: PassSession, progress, fix_loops: bool = False
+    module: ir.Operation,
+    stage: tuple[str, str],
+    session: PassSession,
+    progress,
+    fix_loops: bool = False,
+    then=None,
 ) -> None:
+    """Run one stage. `fix_loops`: the loop block arguments localised around it; `then`:
+    a function run on the result before it is verified (the stage's output may not verify
+    until it has run: convolutions whose halos are exchanged)."""
     what, pipeline = stage
     progress.stage(what)
     diags = session.diagnostics
     before = sum(1 for d in diags.diagnostics if d.severity == "error")
     with module.context:
         pm = passmanager.PassManager.parse(pipeline)
-        if fix_loops:
-            pm.enable_verifier(False)  # verified below, once the loops are fixed
+        if fix_loops or then is not None:
+            pm.enable_verifier(False)  # verified below, once the loops are fixed / `then` has run
         try:
             if fix_loops:
                 _mark_loop_block_args(module)
@@ -194,6 +206,9 @@ def _run_pipeline(
             if fix_loops:
                 _fix_loop_block_types(module)
                 _unmark_loop_block_args(module)
+            if then is not None:
+                then()
+            if fix_loops or then is not None:
                 module.verify()
         except ir.MLIRError as err:
             after = sum(1 for d in diags.diagnostics if d.severity == "error")
@@ -343,45 +358,640 @@ def _repair_new_constants(module: ir.Operation, before: set, session: PassSessio
         )
 
 
-def _warn_spatially_sharded_convolutions(module: ir.Operation, session: PassSession) -> int:
-    """A convolution whose input is sharded along a spatial dimension its window spans
-    (kernel size > 1) needs each shard's neighbours' border rows: XLA's partitioner
-    exchanges those halos (two collective-permutes per such dimension) before the local
-    convolution. Shardy's global-to-local conversion exchanges none; each shard pads
-    its own borders. The per-device program then lacks that communication, which is
-    said here, once per convolution. Returns how many were found."""
+# ---------------------------------------------------------------------------
+# Halo exchange of convolutions sharded along a spatial dimension (XLA's partitioner)
+#
+# A convolution whose input is sharded along a spatial dimension that its window spans
+# needs rows held by the neighbouring shards. Shardy's global-to-local conversion
+# exchanges none (each shard pads its own borders); XLA's SPMD partitioner exchanges the
+# halos with collective-permutes, concatenates them onto the local input and runs the
+# local convolution unpadded along that dimension. The plan (halo sizes per shard, the
+# pieces exchanged, the slice of the valid rows) is computed on the global program,
+# after Shardy's reshards, as XLA computes it:
+#  * kind "window": the kernel replicated, the output sharded as the input
+#    (`PartitionConvolutionTiledOutput` -> `PartitionedHlo::ReshardAsWindowedInput`):
+#    forward convolutions and the input gradient;
+#  * kind "lhs": input and kernel sharded alike along the spatial dimensions, partial
+#    sums all-reduced (`PartitionConvolutionWithSpatialDimensionHaloExchangeOnLHS`):
+#    weight gradients;
+# and the halos are exchanged by `ExchangeHalo` / `ExchangeHaloAndGetValidData`
+# (xla/service/spmd/spmd_partitioner_util.cc), applied to the per-device program once
+# the conversion has run. What XLA does not do this way (its other strategies) is said
+# in a warning at the convolution.
+
+HALO_WARNING = "sharded along its window"
+
+
+def _trunc_div(a: int, b: int) -> int:
+    """C++ integer division (truncation toward zero), as XLA's offset calculations divide."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def _trunc_mod(a: int, b: int) -> int:
+    return a - b * _trunc_div(a, b)
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class _NoHalo(Exception):
+    """Why a convolution's halo exchange is not reproduced."""
+
+
+def _meshes(module: ir.Operation) -> dict:
+    """mesh name -> (axis names, device ids shaped by the axis sizes)."""
+    out = {}
+    for op in module.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name != "sdy.mesh" or "mesh" not in op.attributes:
+            continue
+        text = str(op.attributes["mesh"])
+        axes = [(a, int(n)) for a, n in re.findall(r'"([^"]*)"\s*=\s*(\d+)', text)]
+        ids = re.search(r"device_ids\s*=\s*\[([^\]]*)\]", text)
+        count = math.prod(n for _, n in axes)
+        devices = [int(x) for x in ids.group(1).split(",") if x.strip()] if ids else list(range(count))
+        if not axes or len(devices) != count:
+            continue
+        out[ir.StringAttr(op.attributes["sym_name"]).value] = (
+            [a for a, _ in axes],
+            np.array(devices, dtype=np.int64).reshape([n for _, n in axes]),
+        )
+    return out
+
+
+def _sharding_dims(value, rank: int):
+    """(mesh name, axes per dimension) of the sharding Shardy gave `value`: an axis is its
+    name, a sub-axis ("x":(1)2) the tuple (name, pre-size, size); (None, all empty) when
+    it has none (replicated); None when it cannot be read here."""
+    text = xla_spmd._value_sharding(value)
+    if text is None:
+        owner = value.owner
+        owner = getattr(owner, "operation", owner)
+        if isinstance(owner, ir.Operation) and "out_sharding" in owner.attributes:  # an sdy collective
+            text = str(owner.attributes["out_sharding"])
+            text = text[len("#sdy.sharding") :] if text.startswith("#sdy.sharding") else text
+    if text is None:
+        return None, [[] for _ in range(rank)]
+    m = re.fullmatch(r"<@([\w.$-]+),\s*\[([^\[\]]*)\](.*)>", text.strip(), re.S)
+    if not m:
+        return None
+    dims = []
+    for body in re.findall(r"\{([^{}]*)\}", m.group(2)):
+        names = []
+        for item in (x.strip() for x in body.split(",")):
+            if not item or item == "?":
+                continue
+            axis = re.fullmatch(r'"([^"]*)"(?::\((\d+)\)(\d+))?', item)
+            if not axis:  # a priority, or something newer
+                return None
+            name, pre, size = axis.groups()
+            names.append(name if pre is None else (name, int(pre), int(size)))
+        dims.append(names)
+    return (m.group(1), dims) if len(dims) == rank else None
+
+
+def _axis_text(axis) -> str:
+    return axis if isinstance(axis, str) else f"{axis[0]}:({axis[1]}){axis[2]}"
+
+
+def _shard_groups(mesh, axes: list) -> list[list[int]]:
+    """The devices that hold the shards of a dimension sharded on `axes` (names or
+    sub-axes), one row per set of devices that exchange among themselves, ordered by
+    shard ordinal. A mesh axis of which a sub-axis is used is split at the sub-axis'
+    bounds (pre-size: the product of the more major parts)."""
+    names, devices = mesh
+    cuts = {i: {1, devices.shape[i]} for i in range(len(names))}
+    for a in axes:
+        if not isinstance(a, str):
+            i = names.index(a[0])
+            cuts[i] |= {a[1], a[1] * a[2]}
+    pieces = []  # (mesh axis, pre-size, size), major to minor
+    for i in range(len(names)):
+        bounds = sorted(cuts[i])
+        pieces += [(i, lo, hi // lo) for lo, hi in zip(bounds, bounds[1:])]
+    split = devices.reshape([p[2] for p in pieces] or [1])
+    picked = []
+    for a in axes:
+        i = names.index(a if isinstance(a, str) else a[0])
+        lo, hi = (1, devices.shape[i]) if isinstance(a, str) else (a[1], a[1] * a[2])
+        picked += [t for t, p in enumerate(pieces) if p[0] == i and lo <= p[1] and p[1] * p[2] <= hi]
+    other = [t for t in range(len(pieces)) if t not in picked]
+    n = math.prod(pieces[t][2] for t in picked)
+    return split.transpose(other + picked).reshape(-1, n).tolist()
+
+
+def _halo_layout(S: int, n: int, left: list[int], right: list[int], el: int, size_with_halo: int, const_left: bool):
+    """XLA's ExchangeHalo + ExchangeHaloAndGetValidData (non-compact, unmasked) for a
+    dimension of local size S over n shards, with the halo sizes of each shard: the
+    pieces to concatenate (("cp", slice start, slice limit, distance, "left"/"right") or
+    ("self", start, limit)), the zero padding of the concatenation and the slice of the
+    valid rows ("static" or "dynamic" with an offset per shard ordinal)."""
+    if el == left[0]:
+        max_halo = max(max(left), max(right))
+        max_shard = S + max(a + b for a, b in zip(left, right))
+        if max_shard == size_with_halo and max_halo > 2 * size_with_halo:
+            raise _NoHalo("its halo spans several shards (XLA's compact halo exchange)")
+    max_left = max(left[1:])
+    max_right = max(right[:-1])
+    if max_left + max_right + S >= S * n and (max_left > S or max_right > S):
+        raise _NoHalo("its halo is wider than the neighbouring shards (XLA gathers the dimension instead)")
+    left_bound = -max(left)
+    right_bound = S + max(right)
+    if left_bound >= right_bound:
+        raise _NoHalo("no shard holds rows its window reads")
+    pieces = []
+    i = _ceil_div(max_left, S) - 1
+    while i >= 0 and (-i - 1) * S < right_bound:
+        incl = min(max_left - S * i, S)
+        skips = max(-i * S - right_bound, 0)
+        pieces.append(("cp", S - incl, S - skips, i + 1, "left"))
+        i -= 1
+    if left_bound < S and right_bound > 0:
+        pieces.append(("self", max(0, left_bound), min(S, right_bound)))
+    skipped = min(max(left_bound - S, 0), max(max_right, 0)) // S
+    for i in range(skipped, _ceil_div(max_right, S)):
+        incl = min(max_right - S * i, S)
+        skips = max(left_bound - (i + 1) * S, 0)
+        pieces.append(("cp", skips, incl, i + 1, "right"))
+    concat = sum(p[2] - p[1] for p in pieces)
+    max_left_or_pad = max(max_left, el)
+    offsets = [max_left_or_pad - a for a in left]
+    pad_lo = max(0, max_left_or_pad - max(0, max_left))
+    pad_hi = max(0, max(offsets) + size_with_halo - concat - pad_lo)
+    total = concat + pad_lo + pad_hi
+    if total < size_with_halo:
+        raise _NoHalo("the exchanged rows do not cover its window")
+    valid = None
+    if total != size_with_halo:
+        valid = ("static", None) if const_left and left[0] == el else ("dynamic", offsets)
+    return {"pieces": pieces, "pad": (pad_lo, pad_hi), "valid": valid, "size": size_with_halo}
+
+
+def _i64s(op, name: str, n: int, default: int) -> list[int]:
+    if name not in op.attributes:
+        return [default] * n
+    return [int(x) for x in ir.DenseI64ArrayAttr(op.attributes[name])]
+
+
+def _conv_padding(op, nsp: int) -> list[list[int]]:
+    if "padding" not in op.attributes:
+        return [[0, 0] for _ in range(nsp)]
+    flat = [int(x) for x in ir.DenseIntElementsAttr(op.attributes["padding"])]
+    return [flat[2 * i : 2 * i + 2] for i in range(nsp)]
+
+
+def _reversed(op, nsp: int) -> list[bool]:
+    if "window_reversal" not in op.attributes:
+        return [False] * nsp
+    return [bool(x) for x in ir.DenseBoolArrayAttr(op.attributes["window_reversal"])]
+
+
+def _plan_convolution(op, meshes: dict):
+    """The halo exchange XLA's partitioner performs for one convolution of the global
+    program (after Shardy's reshards), or None when its input is not sharded along a
+    spatial dimension. Raises _NoHalo(reason) when XLA exchanges halos another way."""
     from jaxlib.mlir.dialects import stablehlo as shlo
 
-    found = 0
+    dn = shlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
+    types = [op.operands[0].type, op.operands[1].type, op.results[0].type]
+    if any(t.typeid != ir.RankedTensorType.static_typeid for t in types):
+        return None
+    lhs_t, rhs_t, out_t = (ir.RankedTensorType(t) for t in types)
+    if not (lhs_t.has_static_shape and rhs_t.has_static_shape and out_t.has_static_shape):
+        return None
+    isp, ksp = list(dn.input_spatial_dimensions), list(dn.kernel_spatial_dimensions)
+    osp = list(dn.output_spatial_dimensions)
+    nsp = len(isp)
+    lhs = _sharding_dims(op.operands[0], lhs_t.rank)
+    if lhs is None:
+        raise _NoHalo("its input's sharding cannot be read")
+    mesh_name, ldims = lhs
+    sharded = [j for j in range(nsp) if ldims[isp[j]]]
+    if not sharded:
+        return None
+    strides = _i64s(op, "window_strides", nsp, 1)
+    lhs_dil = _i64s(op, "lhs_dilation", nsp, 1)
+    rhs_dil = _i64s(op, "rhs_dilation", nsp, 1)
+    padding = _conv_padding(op, nsp)
+    reverse = _reversed(op, nsp)
+    fgc = ir.IntegerAttr(op.attributes["feature_group_count"]).value if "feature_group_count" in op.attributes else 1
+    mesh = meshes.get(mesh_name)
+    if mesh is None:
+        raise _NoHalo(f"its mesh @{mesh_name} is not a named mesh of this module")
+    rhs = _sharding_dims(op.operands[1], rhs_t.rank)
+    out = _sharding_dims(op.results[0], out_t.rank)
+    if rhs is None or out is None:
+        raise _NoHalo("its kernel's or output's sharding cannot be read")
+    if any(m not in (None, mesh_name) for m in (rhs[0], out[0])):
+        raise _NoHalo("its operands are sharded over different meshes")
+    rdims, odims = rhs[1], out[1]
+    kernel_spatial = [rdims[ksp[j]] for j in range(nsp)]
+    bgc = ir.IntegerAttr(op.attributes["batch_group_count"]).value if "batch_group_count" in op.attributes else 1
+    contracting = ldims[dn.input_feature_dimension]
+    if not any(rdims) or (
+        contracting
+        and rdims[dn.kernel_input_feature_dimension] == contracting
+        and not any(a for r, a in enumerate(rdims) if r != dn.kernel_input_feature_dimension)
+    ):
+        # the kernel replicated, or sharded only on the input features as the input is
+        # (partial sums, all-reduced after the convolution)
+        kind = "window"
+        if odims[dn.output_feature_dimension]:
+            raise _NoHalo("its output features are sharded")
+        if contracting and (rdims[dn.kernel_input_feature_dimension] != contracting or fgc > 1 or bgc > 1):
+            raise _NoHalo("its input features are sharded")
+        if odims[dn.output_batch_dimension] != ldims[dn.input_batch_dimension] or any(
+            odims[osp[j]] != ldims[isp[j]] for j in range(nsp)
+        ):
+            raise _NoHalo("its output is sharded differently from its input")
+    elif any(kernel_spatial) and all(kernel_spatial[j] == ldims[isp[j]] for j in range(nsp)):
+        kind = "lhs"
+        if ldims[dn.input_batch_dimension] or rdims[dn.kernel_output_feature_dimension]:
+            raise _NoHalo("its batch or output feature dimension is sharded")
+        if rdims[dn.kernel_input_feature_dimension] != ldims[dn.input_feature_dimension]:
+            raise _NoHalo("its input and kernel feature dimensions are sharded differently")
+        if fgc > 1 and ldims[dn.input_feature_dimension]:
+            raise _NoHalo("its feature groups are sharded")
+        if any(lhs_dil[j] != 1 for j in sharded):
+            raise _NoHalo("it dilates its input (lhs_dilation) along the sharded dimension")
+        if any(reverse[j] for j in sharded):
+            raise _NoHalo("it reverses its window along the sharded dimension")
+    else:
+        raise _NoHalo("its kernel is sharded")
+    dims = []
+    for j in sorted(sharded, key=lambda j: isp[j]) if kind == "window" else sharded:
+        d = isp[j]
+        groups = _shard_groups(mesh, ldims[d])
+        n = len(groups[0])
+        N = lhs_t.shape[d]
+        S = _ceil_div(N, n)
+        k = rhs_t.shape[ksp[j]]
+        s, B, D = strides[j], lhs_dil[j], rhs_dil[j]
+        lo, hi = padding[j]
+        if kind == "window":
+            K = 1 + (k - 1) * D
+            full = 1 + (N - 1) * B + lo + hi
+            if full < K:
+                raise _NoHalo("its window is larger than the padded input")
+            wc = (full - K) // s + 1
+            if wc < n:
+                raise _NoHalo("it has fewer output rows than shards (XLA trims the shards)")
+            W = _ceil_div(wc, n)
+            el, swd_lo, swd_hi = _trunc_div(lo, B), _trunc_mod(lo, B), 0
+            if s != 1 and (s * W) % B:
+                raise _NoHalo("its stride and input dilation do not align with the shards")
+            span = s * (W - 1) + K
+            start = [_trunc_div(s * W * i + B - 1 - swd_lo, B) for i in range(n)]
+            limit = [_trunc_div(s * W * i + span + B - 1 - swd_lo, B) for i in range(n)]
+            size = max(b - a for a, b in zip(start, limit))
+            if B != 1:
+                first = [start[i] * B + swd_lo - s * W * i for i in range(n)]
+                for i in range(n):
+                    swd_hi = max(swd_hi, span - (first[i] + (size - 1) * B + 1))
+                if s == 1 and any(f != swd_lo for f in first):
+                    raise _NoHalo(
+                        "its dilated input's shards start at different window offsets (XLA slices the output)"
+                    )
+            left = [S * i + el - start[i] for i in range(n)]
+            right = [limit[i] - (S * i + S + el) for i in range(n)]
+            const_left = B == 1 and S == s * W
+            new_pad = [swd_lo, swd_hi]
+            expect = {"in": S, "out": W}
+        else:
+            R = _ceil_div(k, n)
+            wc = 1 + (lo + hi + N - (1 + (k - 1) * D)) // s
+            el = lo
+            left = [(S - R * D) * i + lo for i in range(n)]
+            right = [(R * D - S) * (i + 1) + 1 - D + s * (wc - 1) - lo for i in range(n)]
+            size = s * (wc - 1) + (R - 1) * D + 1
+            const_left = S == R * D
+            new_pad = [0, 0]
+            expect = {"in": S, "kernel": R, "out": out_t.shape[osp[j]]}
+        layout = _halo_layout(S, n, left, right, el, size, const_left)
+        pieces = layout["pieces"]
+        if (
+            not any(p[0] == "cp" for p in pieces)
+            and pieces == [("self", 0, S)]
+            and layout["pad"] == (0, 0)
+            and layout["valid"] is None
+            and new_pad == [lo, hi]
+        ):
+            continue  # nothing to exchange or cut (a window that stays within each shard)
+        dims.append({"spatial": j, "dim": d, "groups": groups, "layout": layout, "pad": new_pad, "expect": expect})
+    if not dims:
+        return None
+    # (the per-device convolution is recognised by its place and checked against these)
+    return {"kind": kind, "dims": dims, "lhs": list(lhs_t.shape), "dn": str(op.attributes["dimension_numbers"])}
+
+
+def _spanned(op, dims_of_lhs) -> str:
+    """'spatial dimension 0 on x, ...': the sharded spatial dimensions its window spans."""
+    from jaxlib.mlir.dialects import stablehlo as shlo
+
+    try:
+        dn = shlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
+        kernel = ir.RankedTensorType(op.operands[1].type).shape
+    except (ValueError, TypeError, KeyError):
+        return ""
+    return ", ".join(
+        f"spatial dimension {n} on {'/'.join(_axis_text(a) for a in dims_of_lhs[d])}"
+        for n, (d, k) in enumerate(zip(dn.input_spatial_dimensions, dn.kernel_spatial_dimensions))
+        if d < len(dims_of_lhs) and dims_of_lhs[d] and kernel[k] > 1
+    )
+
+
+def plan_halo_exchanges(module: ir.Operation, session: PassSession, per_device: bool = True) -> list:
+    """On the global program after Shardy's reshards: the halo exchange of every
+    convolution (None where there is none), in walk order. A convolution whose input is
+    sharded along a dimension its window spans and whose exchange is not reproduced gets
+    a warning saying why; with per_device=false, one that is reproduced gets a warning that
+    only the per-device program carries it."""
+    meshes = _meshes(module)
+    plans = []
     for op in walk_ops(module):
         if op.name != "stablehlo.convolution":
             continue
-        src = xla_spmd._value_sharding(op.operands[0])
-        parsed = xla_spmd._parse_dims(src) if src is not None else None
-        if parsed is None:
-            continue
-        _mesh, dims = parsed
         try:
-            dn = shlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
-            kernel = ir.RankedTensorType(op.operands[1].type).shape
+            plan = _plan_convolution(op, meshes)
+        except _NoHalo as why:
+            plan = None
+            lhs = _sharding_dims(op.operands[0], ir.RankedTensorType(op.operands[0].type).rank)
+            what = _spanned(op, lhs[1]) if lhs is not None else "an unread sharding"
+            if what:
+                session.diagnostics.warning(
+                    op.location,
+                    f"propagate-shardings: this convolution's input is {HALO_WARNING} ({what}): XLA's "
+                    "partitioner first moves the rows the window reads between the shards (collective-permutes, "
+                    f"or an all-gather), which is not reproduced here because {why}, so the per-device program "
+                    "lacks that communication",
+                )
         except (ValueError, TypeError, KeyError):
+            plan = None
+        if plan is not None and not per_device:
+            n = sum(sum(p[0] == "cp" for p in d["layout"]["pieces"]) for d in plan["dims"])
+            session.diagnostics.warning(
+                op.location,
+                f"propagate-shardings: this convolution's input is {HALO_WARNING}: the {n} collective-permute(s) "
+                "of XLA's halo exchange are added to the per-device program only (per-device=true)",
+            )
+        plans.append(plan)
+    return plans
+
+
+def _conv_output_size(in_size: int, k: int, s: int, lo: int, hi: int, B: int, D: int) -> int:
+    return ((in_size - 1) * B + 1 + lo + hi - (1 + (k - 1) * D)) // s + 1
+
+
+def fit_padded_convolutions(module: ir.Operation, plans: list) -> int:
+    """After sdy-pad-for-divisibility (run without the verifier): a convolution whose
+    output or input it padded along a dimension whose halos are exchanged (30 rows over 4
+    devices: 32) no longer verifies; its high padding along that dimension is set to
+    produce the rows of its result type. The per-device convolution's padding there is
+    then set by the halo exchange (`exchange_halos`), as XLA computes each shard's rows.
+    Returns how many it changed."""
+    from jaxlib.mlir.dialects import stablehlo as shlo
+
+    convs = [op for op in walk_ops(module) if op.name == "stablehlo.convolution"]
+    if len(convs) != len(plans):
+        return 0
+    changed = 0
+    for op, plan in zip(convs, plans):
+        if plan is None:
             continue
-        spanned = [
-            (n, dims[d])
-            for n, (d, k) in enumerate(zip(dn.input_spatial_dimensions, dn.kernel_spatial_dimensions))
-            if d < len(dims) and dims[d] and kernel[k] > 1
-        ]
-        if not spanned:
-            continue
-        found += 1
-        what = ", ".join(f"spatial dimension {n} on {'/'.join(axes)}" for n, axes in spanned)
-        session.diagnostics.warning(
-            op.location,
-            f"propagate-shardings: this convolution's input is sharded along its window ({what}): XLA "
-            "exchanges the shards' border rows first (collective-permutes), Shardy's partitioner does not, "
-            "so the per-device program lacks that communication",
+        dn = shlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
+        nsp = len(dn.input_spatial_dimensions)
+        lhs = ir.RankedTensorType(op.operands[0].type).shape
+        rhs = ir.RankedTensorType(op.operands[1].type).shape
+        out = ir.RankedTensorType(op.results[0].type).shape
+        strides = _i64s(op, "window_strides", nsp, 1)
+        lhs_dil, rhs_dil = _i64s(op, "lhs_dilation", nsp, 1), _i64s(op, "rhs_dilation", nsp, 1)
+        padding = _conv_padding(op, nsp)
+        touched = False
+        for d in plan["dims"]:
+            j = d["spatial"]
+            i, k, o = dn.input_spatial_dimensions[j], dn.kernel_spatial_dimensions[j], dn.output_spatial_dimensions[j]
+            lo, hi = padding[j]
+            if _conv_output_size(lhs[i], rhs[k], strides[j], lo, hi, lhs_dil[j], rhs_dil[j]) == out[o]:
+                continue
+            window = 1 + (rhs[k] - 1) * rhs_dil[j]
+            padding[j][1] = (out[o] - 1) * strides[j] + window - ((lhs[i] - 1) * lhs_dil[j] + 1) - lo
+            touched = True
+        if touched:
+            _set_conv_padding(op, padding)
+            changed += 1
+    return changed
+
+
+def _set_conv_padding(op, padding: list[list[int]]) -> None:
+    i64 = ir.IntegerType.get_signless(64)
+    with op.location:
+        op.attributes["padding"] = ir.DenseIntElementsAttr.get(
+            np.array(padding, dtype=np.int64).reshape(len(padding), 2),
+            type=ir.RankedTensorType.get([len(padding), 2], i64),
         )
-    return found
+
+
+def _create(name: str, results: list, operands: list, attributes: dict | None = None):
+    return ir.Operation.create(name, results=results, operands=operands, attributes=attributes or {}).results[0]
+
+
+def _slice(value, dim: int, start: int, limit: int):
+    t = ir.RankedTensorType(value.type)
+    shape = list(t.shape)
+    starts, limits = [0] * len(shape), list(shape)
+    starts[dim], limits[dim] = start, limit
+    shape[dim] = limit - start
+    return _create(
+        "stablehlo.slice",
+        [ir.RankedTensorType.get(shape, t.element_type)],
+        [value],
+        {
+            "start_indices": ir.DenseI64ArrayAttr.get(starts),
+            "limit_indices": ir.DenseI64ArrayAttr.get(limits),
+            "strides": ir.DenseI64ArrayAttr.get([1] * len(shape)),
+        },
+    )
+
+
+def _with_dim(t, dim: int, size: int):
+    t = ir.RankedTensorType(t)
+    shape = list(t.shape)
+    shape[dim] = size
+    return ir.RankedTensorType.get(shape, t.element_type)
+
+
+def _partition_table(values: list[int], partitions: int, made: set):
+    """values[partition_id] as a scalar i32, the way XLA and Shardy index their tables."""
+    i32 = ir.IntegerType.get_signless(32)
+    table_attr = ir.DenseIntElementsAttr.get(
+        np.array(values, dtype=np.int32), type=ir.RankedTensorType.get([partitions], i32)
+    )
+    made.add(table_attr)
+    table = _create("stablehlo.constant", [table_attr.type], [], {"value": table_attr})
+    pid = _create("stablehlo.partition_id", [ir.RankedTensorType.get([], ir.IntegerType.get_unsigned(32))], [])
+    index = _create("stablehlo.convert", [ir.RankedTensorType.get([], i32)], [pid])
+    one = _create(
+        "stablehlo.dynamic_slice",
+        [ir.RankedTensorType.get([1], i32)],
+        [table, index],
+        {"slice_sizes": ir.DenseI64ArrayAttr.get([1])},
+    )
+    return _create("stablehlo.reshape", [ir.RankedTensorType.get([], i32)], [one])
+
+
+def _build_exchange(value, d: dict, partitions: int, handles: list, made: set):
+    """The ops of one dimension's halo exchange, at the current insertion point; returns
+    the local input with its halos."""
+    dim, groups, layout = d["dim"], d["groups"], d["layout"]
+    i64 = ir.IntegerType.get_signless(64)
+    n = len(groups[0])
+    S = ir.RankedTensorType(value.type).shape[dim]
+    pieces = []
+    for piece in layout["pieces"]:
+        start, limit = piece[1], piece[2]
+        src = value if (start, limit) == (0, S) else _slice(value, dim, start, limit)
+        if piece[0] == "self":
+            pieces.append(src)
+            continue
+        dist = piece[3]
+        if piece[4] == "left":  # from the shard `dist` before
+            pairs = [(g[j - dist], g[j]) for g in groups for j in range(dist, n)]
+        else:  # from the shard `dist` after
+            pairs = [(g[j], g[j - dist]) for g in groups for j in range(dist, n)]
+        pairs.sort(key=lambda p: (p[1], p[0]))
+        handles[0] += 1
+        pieces.append(
+            _create(
+                "stablehlo.collective_permute",
+                [src.type],
+                [src],
+                {
+                    "source_target_pairs": ir.DenseIntElementsAttr.get(
+                        np.array(pairs, dtype=np.int64).reshape(len(pairs), 2),
+                        type=ir.RankedTensorType.get([len(pairs), 2], i64),
+                    ),
+                    "channel_handle": ir.Attribute.parse(f"#stablehlo.channel_handle<handle = {handles[0]}, type = 1>"),
+                },
+            )
+        )
+    total = sum(ir.RankedTensorType(p.type).shape[dim] for p in pieces)
+    out = pieces[0]
+    if len(pieces) > 1:
+        out = _create(
+            "stablehlo.concatenate",
+            [_with_dim(value.type, dim, total)],
+            pieces,
+            {"dimension": ir.IntegerAttr.get(i64, dim)},
+        )
+    pad_lo, pad_hi = layout["pad"]
+    if pad_lo or pad_hi:
+        elem = ir.RankedTensorType(value.type).element_type
+        zero_attr = _zero_like(ir.RankedTensorType.get([], elem))
+        zero = _create("stablehlo.constant", [zero_attr.type], [], {"value": zero_attr})
+        rank = ir.RankedTensorType(value.type).rank
+        lows, highs = [0] * rank, [0] * rank
+        lows[dim], highs[dim] = pad_lo, pad_hi
+        total += pad_lo + pad_hi
+        out = _create(
+            "stablehlo.pad",
+            [_with_dim(value.type, dim, total)],
+            [out, zero],
+            {
+                "edge_padding_low": ir.DenseI64ArrayAttr.get(lows),
+                "edge_padding_high": ir.DenseI64ArrayAttr.get(highs),
+                "interior_padding": ir.DenseI64ArrayAttr.get([0] * rank),
+            },
+        )
+    valid = layout["valid"]
+    size = layout["size"]
+    if valid is not None and valid[0] == "static":
+        out = _slice(out, dim, 0, size)
+    elif valid is not None:
+        ordinal = {dev: j for g in groups for j, dev in enumerate(g)}
+        offsets = [valid[1][ordinal.get(p, 0)] for p in range(partitions)]
+        offset = _partition_table(offsets, partitions, made)
+        i32 = ir.IntegerType.get_signless(32)
+        zero_attr = ir.DenseIntElementsAttr.get_splat(ir.RankedTensorType.get([], i32), ir.IntegerAttr.get(i32, 0))
+        zero = _create("stablehlo.constant", [zero_attr.type], [], {"value": zero_attr})
+        rank = ir.RankedTensorType(value.type).rank
+        starts = [offset if r == dim else zero for r in range(rank)]
+        sizes = list(ir.RankedTensorType(out.type).shape)
+        sizes[dim] = size
+        out = _create(
+            "stablehlo.dynamic_slice",
+            [_with_dim(value.type, dim, size)],
+            [out, *starts],
+            {"slice_sizes": ir.DenseI64ArrayAttr.get(sizes)},
+        )
+    return out
+
+
+def exchange_halos(module: ir.Operation, plans: list, session: PassSession) -> set:
+    """On the per-device program (after sdy-convert-global-to-local, before it is
+    verified): every planned convolution's halo exchange is inserted before it (slices,
+    collective-permutes over the devices of its mesh axes with fresh channel handles,
+    the concatenation, and the slice of each shard's valid rows) and the convolution
+    reads the result, unpadded along the exchanged dimensions (the padding XLA gives the
+    shard's window). The shapes Shardy made are checked against the plan first; a
+    convolution whose shapes differ keeps Shardy's form, with a warning. Returns the
+    constant attributes it made (tables indexed by partition id)."""
+    from jaxlib.mlir.dialects import stablehlo as shlo
+
+    made: set = set()
+    if not any(p is not None for p in plans):
+        return made
+    convs = [op for op in walk_ops(module) if op.name == "stablehlo.convolution"]
+    if len(convs) != len(plans):
+        session.diagnostics.warning(
+            module.location,
+            f"propagate-shardings: the per-device program has {len(convs)} convolutions, the global one "
+            f"{len(plans)}; no halo exchange added, so the per-device program lacks that communication",
+        )
+        return made
+    handles = [0]
+    for op in walk_ops(module):
+        if "channel_handle" in op.attributes:
+            m = re.search(r"handle = (\d+)", str(op.attributes["channel_handle"]))
+            if m:
+                handles[0] = max(handles[0], int(m.group(1)))
+    meshes = _meshes(module)
+    partitions = max(
+        [_int_attr(module, "mhlo.num_partitions") or 0]
+        + [int(m[1].max()) + 1 for m in meshes.values()]
+    )
+    for op, plan in zip(convs, plans):
+        if plan is None:
+            continue
+        dn = shlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
+        lhs = ir.RankedTensorType(op.operands[0].type).shape
+        rhs = ir.RankedTensorType(op.operands[1].type).shape
+        out = ir.RankedTensorType(op.results[0].type).shape
+        ok = str(op.attributes["dimension_numbers"]) == plan["dn"] and len(lhs) == len(plan["lhs"])
+        for d in plan["dims"] if ok else ():
+            j, e = d["spatial"], d["expect"]
+            ok = ok and lhs[d["dim"]] == e["in"] and out[dn.output_spatial_dimensions[j]] == e["out"]
+            if "kernel" in e:
+                ok = ok and rhs[dn.kernel_spatial_dimensions[j]] == e["kernel"]
+        if not ok:
+            session.diagnostics.warning(
+                op.location,
+                f"propagate-shardings: this convolution's input is {HALO_WARNING}, but its per-device shapes "
+                "are not those of XLA's partitioning; no halo exchange added, so the per-device program lacks "
+                "that communication",
+            )
+            continue
+        nsp = len(dn.input_spatial_dimensions)
+        padding = _conv_padding(op, nsp)
+        with ir.InsertionPoint(op), op.location:
+            value = op.operands[0]
+            for d in plan["dims"]:
+                value = _build_exchange(value, d, partitions, handles, made)
+                padding[d["spatial"]] = list(d["pad"])
+        op.operands[0] = value
+        _set_conv_padding(op, padding)
+    return made
 
 
 def _inline_private_calls(module: ir.Operation, session: PassSession) -> None:
@@ -784,8 +1394,6 @@ def _run(module: ir.Operation, options: dict, session: PassSession, progress, is
         # layer norm): expand them into StableHLO first, as XLA's own import does.
         _run_pipeline(module, LEGALIZE_CHLO, session, progress)
     _run_pipeline(module, PROPAGATE, session, progress)
-    with module.context:
-        _warn_spatially_sharded_convolutions(module, session)
     progress.stage("xla-strategies")
     with module.context:
         xla_spmd.dot_strategies(module)
@@ -795,14 +1403,21 @@ def _run(module: ir.Operation, options: dict, session: PassSession, progress, is
     _run_pipeline(module, TO_COLLECTIVES, session, progress)
     with module.context:
         xla_spmd.merge_duplicate_reshards(module)
+        # convolutions sharded along a spatial dimension their window spans: the halo
+        # exchange XLA's partitioner performs, added once the program is per device
+        halo_plans = plan_halo_exchanges(module, session, per_device=options["per-device"])
     if not options["per-device"]:
         return
     before = _constant_values(module)
     with module.context:
         xla_spmd.mark_shardy_reductions(module)  # for reductions_as_xla, after the conversion
-    _run_pipeline(module, PAD, session, progress)
-    _run_pipeline(module, TO_LOCAL, session, progress, fix_loops=True)
-    _repair_new_constants(module, before, session, probe=isolated)
+    _run_pipeline(module, PAD, session, progress, then=lambda: fit_padded_convolutions(module, halo_plans))
+    made: set = set()
+    _run_pipeline(
+        module, TO_LOCAL, session, progress, fix_loops=True,
+        then=lambda: made.update(exchange_halos(module, halo_plans, session)),
+    )
+    _repair_new_constants(module, before | made, session, probe=isolated)
     with module.context:
         # Shardy ends a reduction over a sharded dimension with add all-reduces (a max
         # summed, an argmax's values and indices summed apart): XLA's way instead

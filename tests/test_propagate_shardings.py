@@ -440,10 +440,33 @@ def test_malformed_constant_check_reads_in_forked_children(ctx):
     assert ps._readable([ops[0], Crashing(), ops[2]], ctx) == [True, False, True]
 
 
+def _conv_module(x: str, w: str, k: int, pad: tuple[int, int], h: int = 64) -> str:
+    """A bf16 convolution on the 2x4 mesh (device = 4 * dp + tp): input 8 x h x 64 x 32
+    (NHWC) sharded as `x`, kernel k x k x 32 x 32 sharded as `w`, stride 1, padding `pad`
+    along H and (k - 1) // 2 on both sides along W."""
+    pw = (k - 1) // 2
+    ho, wo = h + sum(pad) - k + 1, 64 + 2 * pw - k + 1
+    return f"""
+module @conv attributes {{mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32}} {{
+  sdy.mesh @mesh = <["dp"=2, "tp"=4]>
+  func.func public @main(%x: tensor<8x{h}x64x32xbf16> {{sdy.sharding = #sdy.sharding<@mesh, [{x}]>}}, %w: tensor<{k}x{k}x32x32xbf16> {{sdy.sharding = #sdy.sharding<@mesh, [{w}]>}}) -> tensor<8x{ho}x{wo}x32xbf16> {{
+    %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {{stride = [1, 1], pad = [[{pad[0]}, {pad[1]}], [{pw}, {pw}]], lhs_dilate = [1, 1], rhs_dilate = [1, 1], reverse = [false, false]}} {{batch_group_count = 1 : i64, feature_group_count = 1 : i64}} : (tensor<8x{h}x64x32xbf16>, tensor<{k}x{k}x32x32xbf16>) -> tensor<8x{ho}x{wo}x32xbf16>
+    return %0 : tensor<8x{ho}x{wo}x32xbf16>
+  }}
+}}
+"""
+
+
+_REPLICATED = "{}, {}, {}, {}"
+
+# A convolution whose input is sharded along its window and whose halo exchange the pass
+# does not reproduce: its kernel is sharded on the output features over "dp" (XLA
+# all-gathers the kernel and moves whole shards). Formatted with the input's sharding
+# `x`, the kernel size `k` and padding `p`; tests/test_predict.py uses it too.
 CONV = """
 module @conv attributes {{mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32}} {{
   sdy.mesh @mesh = <["dp"=2, "tp"=4]>
-  func.func public @main(%x: tensor<8x64x64x32xbf16> {{sdy.sharding = #sdy.sharding<@mesh, [{x}]>}}, %w: tensor<{k}x{k}x32x32xbf16>) -> tensor<8x64x64x32xbf16> {{
+  func.func public @main(%x: tensor<8x64x64x32xbf16> {{sdy.sharding = #sdy.sharding<@mesh, [{x}]>}}, %w: tensor<{k}x{k}x32x32xbf16> {{sdy.sharding = #sdy.sharding<@mesh, [{{}}, {{}}, {{}}, {{"dp"}}]>}}) -> tensor<8x64x64x32xbf16> {{
     %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {{stride = [1, 1], pad = [[{p}, {p}], [{p}, {p}]], lhs_dilate = [1, 1], rhs_dilate = [1, 1], reverse = [false, false]}} {{batch_group_count = 1 : i64, feature_group_count = 1 : i64}} : (tensor<8x64x64x32xbf16>, tensor<{k}x{k}x32x32xbf16>) -> tensor<8x64x64x32xbf16>
     return %0 : tensor<8x64x64x32xbf16>
   }}
@@ -451,25 +474,154 @@ module @conv attributes {{mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 :
 """
 
 
+def _ops(module, name: str) -> list:
+    from costmodel.ir import walk_ops
+
+    return [op for op in walk_ops(module) if op.name == name]
+
+
+def _run_module(ctx, text: str, per_device: bool = True):
+    module = load_module(ctx, text, "conv.mlir")
+    session = PassSession(DiagnosticEngine("conv.mlir"))
+    get_pass("propagate-shardings").run(module, {"per-device": per_device, "extra": {}}, session)
+    module.verify()
+    return module, session
+
+
+def _permutes(module) -> list[tuple[str, list]]:
+    """(operand type, source_target_pairs) of every collective_permute, in program order."""
+    import numpy as np
+
+    from costmodel.ir import ir
+
+    return [
+        (str(op.operands[0].type), np.array(ir.DenseIntElementsAttr(op.attributes["source_target_pairs"])).reshape(-1, 2).tolist())
+        for op in _ops(module, "stablehlo.collective_permute")
+    ]
+
+
+def _conv_flops(op) -> int:
+    from costmodel.rules import convolution_rule
+
+    return convolution_rule(op, None).flops
+
+
+TP_LEFT = [[0, 1], [1, 2], [2, 3], [4, 5], [5, 6], [6, 7]]  # from the shard before, over "tp"
+TP_RIGHT = [[1, 0], [2, 1], [3, 2], [5, 4], [6, 5], [7, 6]]  # from the shard after
+DP_LEFT, DP_RIGHT = [[0, 4], [1, 5], [2, 6], [3, 7]], [[4, 0], [5, 1], [6, 2], [7, 3]]
+
+
 @pytest.mark.parametrize(
-    "dims, k, warned",
+    "x, k, permutes, conv_in, pad, conv_out",
     [
-        ('{}, {"tp"}, {"dp"}, {}', 3, "spatial dimension 0 on tp, spatial dimension 1 on dp"),
-        ('{"dp"}, {"tp"}, {}, {}', 3, "spatial dimension 0 on tp"),
-        ('{"dp", "tp"}, {}, {}, {}', 3, None),  # data parallel: no halo
-        ('{}, {"tp"}, {}, {}', 1, None),  # a 1x1 convolution reads no neighbour
+        # H over "tp" (4 shards of 16 rows), W over "dp" (2 of 32): one row from each
+        # neighbour along H, then along W on the H-extended block (its corners), as XLA
+        (
+            '{}, {"tp"}, {"dp"}, {}',
+            3,
+            [("8x1x32x32", TP_LEFT), ("8x1x32x32", TP_RIGHT), ("8x18x1x32", DP_LEFT), ("8x18x1x32", DP_RIGHT)],
+            "8x18x34x32",
+            [[0, 0], [0, 0]],
+            "8x16x32x32",
+        ),
+        # batch over "dp", H over "tp": the exchange within each "tp" group
+        (
+            '{"dp"}, {"tp"}, {}, {}',
+            3,
+            [("4x1x64x32", TP_LEFT), ("4x1x64x32", TP_RIGHT)],
+            "4x18x64x32",
+            [[0, 0], [1, 1]],
+            "4x16x64x32",
+        ),
+        # a 7x7 window: three rows from each neighbour
+        (
+            '{}, {"tp"}, {}, {}',
+            7,
+            [("8x3x64x32", TP_LEFT), ("8x3x64x32", TP_RIGHT)],
+            "8x22x64x32",
+            [[0, 0], [3, 3]],
+            "8x16x64x32",
+        ),
+        ('{"dp", "tp"}, {}, {}, {}', 3, [], "1x64x64x32", [[1, 1], [1, 1]], "1x64x64x32"),  # data parallel: no halo
+        ('{}, {"tp"}, {}, {}', 1, [], "8x16x64x32", [[0, 0], [0, 0]], "8x16x64x32"),  # a 1x1 window reads no neighbour
     ],
 )
-def test_spatially_sharded_convolution_is_said_to_lack_halo_exchange(ctx, dims, k, warned):
-    """XLA's partitioner exchanges halos (collective-permutes) for a convolution whose
-    input is sharded along a dimension its window spans; Shardy's does not: a warning
-    says the per-device program lacks that communication."""
-    out, session = _run(ctx, CONV.format(x=dims, k=k, p=(k - 1) // 2))
+def test_spatially_sharded_convolution_exchanges_halos(ctx, x, k, permutes, conv_in, pad, conv_out):
+    """XLA's partitioner exchanges halos (collective-permutes over the devices of the
+    sharding axis) for a convolution whose input is sharded along a dimension its window
+    spans, concatenates them onto the local input and convolves it unpadded there; the
+    per-device program now does the same: the local convolution keeps the output shape
+    Shardy gave it and does its shard's share of the global work (a little more: the
+    zero rows an edge shard receives count as data, as in XLA's local convolution;
+    tests/test_spmd_oracle.py compares these collectives and flops with XLA's)."""
+    import numpy as np
+
+    from costmodel.ir import ir
+
+    text = _conv_module(x, _REPLICATED, k, ((k - 1) // 2,) * 2)
+    global_module = load_module(ctx, text, "g.mlir")  # (kept alive while its ops are read)
+    global_flops = _conv_flops(_ops(global_module, "stablehlo.convolution")[0])
+    module, session = _run_module(ctx, text)
+    assert [d.message for d in session.diagnostics.diagnostics] == []
+    assert _permutes(module) == [(f"tensor<{t}xbf16>", pairs) for t, pairs in permutes]
+    handles = [str(op.attributes["channel_handle"]) for op in _ops(module, "stablehlo.collective_permute")]
+    assert len(set(handles)) == len(handles) and all("type = 1" in h for h in handles)
+    (conv,) = _ops(module, "stablehlo.convolution")
+    assert str(conv.operands[0].type) == f"tensor<{conv_in}xbf16>"
+    assert np.array(ir.DenseIntElementsAttr(conv.attributes["padding"])).reshape(2, 2).tolist() == pad
+    assert str(conv.results[0].type) == f"tensor<{conv_out}xbf16>"  # the shape Shardy made
+    local = _conv_flops(conv)
+    shards = (2 if '"dp"' in x else 1) * (4 if '"tp"' in x else 1)  # devices with different data
+    assert global_flops / shards <= local <= global_flops / shards * 1.05, (local, global_flops / shards)
+    assert print_module(_run_module(ctx, text)[0]) == print_module(module)  # deterministic
+
+
+def test_convolution_with_uneven_output_is_partitioned_as_xla(ctx):
+    """A 3x3 convolution unpadded (VALID) along H, 64 rows over the 4 "tp" shards: 62
+    output rows, padded to 64 (16 per shard). sdy-pad-for-divisibility left a convolution
+    that did not verify ("inferred shape ... incompatible with return type"), and the
+    pass failed. Each shard
+    now takes two rows from the next one (XLA: one collective-permute of 2 rows, as
+    tests/test_spmd_oracle.py's h4_k3_valid checks) and convolves its 18 rows unpadded."""
+    module, session = _run_module(ctx, _conv_module('{}, {"tp"}, {}, {}', _REPLICATED, 3, (0, 0)))
+    assert not session.diagnostics.has_errors
+    assert _permutes(module) == [("tensor<8x2x64x32xbf16>", TP_RIGHT)]
+    (conv,) = _ops(module, "stablehlo.convolution")
+    assert str(conv.operands[0].type) == "tensor<8x18x64x32xbf16>"
+    assert str(conv.results[0].type) == "tensor<8x16x64x32xbf16>"  # (W: padded 1, 1)
+
+
+@pytest.mark.parametrize(
+    "text, what, why",
+    [
+        # tests/test_predict.py's case: the kernel sharded on its output features
+        (CONV.format(x='{}, {"tp"}, {}, {}', k=3, p=1), "spatial dimension 0 on tp", "its kernel is sharded"),
+        # 8 rows over 4 shards, a 7x7 window: 3 rows from each side, more than a shard
+        # holds; XLA all-gathers the dimension instead
+        (
+            _conv_module('{}, {"tp"}, {}, {}', _REPLICATED, 7, (3, 3), h=8),
+            "spatial dimension 0 on tp",
+            "its halo is wider than the neighbouring shards",
+        ),
+    ],
+)
+def test_unsupported_halo_exchange_is_said(ctx, text, what, why):
+    """Where XLA's partitioner does not exchange halos the way the pass reproduces, the
+    convolution keeps Shardy's form and a warning says that the per-device program lacks
+    the communication, and why."""
+    module, session = _run_module(ctx, text)
     msgs = [d.message for d in session.diagnostics.diagnostics if "sharded along its window" in d.message]
-    if warned is None:
-        assert msgs == []
-    else:
-        assert len(msgs) == 1 and f"({warned})" in msgs[0] and "lacks that communication" in msgs[0]
+    assert len(msgs) == 1 and f"({what})" in msgs[0] and why in msgs[0] and "lacks that communication" in msgs[0]
+    assert _permutes(module) == []
+
+
+def test_global_program_says_halos_are_added_per_device_only(ctx):
+    """per-device=false keeps global shapes (no halo can be written there): a warning says
+    the collective-permutes of the halo exchange are in the per-device program only."""
+    module, session = _run_module(ctx, _conv_module('{}, {"tp"}, {"dp"}, {}', _REPLICATED, 3, (1, 1)), per_device=False)
+    msgs = [d.message for d in session.diagnostics.diagnostics]
+    assert len(msgs) == 1 and "the 4 collective-permute(s)" in msgs[0] and "per-device program only" in msgs[0]
+    assert _permutes(module) == []
 
 
 def test_reductions_over_a_sharded_dimension_are_partitioned_as_xla(ctx):
