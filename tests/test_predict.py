@@ -327,7 +327,7 @@ def test_ops_not_costed_are_said(tmp_path, capsys):
     rc, out, _ = run_cli(capsys, "predict", p, "--system", "h100-sxm-x4")
     assert rc == 0
     notes = [line for line in out.splitlines() if "not costed" in line]
-    assert len(notes) == 1 and notes[0].startswith("note: 2 ops not costed, counted as no time, so the step is low")
+    assert len(notes) == 1 and notes[0].startswith("note: 1 op not costed, counted as no time, so the step is low")
     assert "run --stablehlo-refine-shapes" in notes[0]
     res = predict(str(p), systems=["h100-sxm-x4"])
     assert res.to_json()["program"]["not_costed"] == notes[0][len("note: "):]

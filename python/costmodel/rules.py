@@ -187,8 +187,14 @@ def default_rule(op, env) -> OpCost:
 
 
 def zero_rule(op, env) -> OpCost:
-    """Bookkeeping with no data movement (return, token ops, tuple plumbing, barriers)."""
+    """Bookkeeping with no data movement (token ops, tuple plumbing, barriers)."""
     _operands(op)  # dynamic shapes are still reported
+    return OpCost(unit=NONE)
+
+
+def terminator_rule(op, env) -> OpCost:
+    """A region's or function's return: nothing, whatever the shapes it hands back (the op
+    that made a dynamically shaped value is the one reported, not every return it passes)."""
     return OpCost(unit=NONE)
 
 
@@ -1286,8 +1292,8 @@ RULES.update({name: region_rule for name in REGION_OPS})
 RULES.update(
     {
         # no data movement at all
-        "stablehlo.return": zero_rule,
-        "func.return": zero_rule,
+        "stablehlo.return": terminator_rule,
+        "func.return": terminator_rule,
         "stablehlo.after_all": zero_rule,
         "stablehlo.create_token": zero_rule,
         "stablehlo.get_tuple_element": zero_rule,
@@ -1355,7 +1361,7 @@ RULES.update(
         # XLA-compiled modules (the published *-opt.mlir workloads)
         "mhlo.fusion": mhlo_fusion_rule,
         "mhlo.bitcast": zero_rule,  # a layout reinterpretation: no kernel, no bytes
-        "mhlo.return": zero_rule,
+        "mhlo.return": terminator_rule,
         "mhlo.copy": default_rule,
     }
 )
