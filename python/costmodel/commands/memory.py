@@ -33,7 +33,7 @@ def register(subparsers) -> None:
         help="which branch of a stablehlo.case/if counts when the file carries no choice of annotate-cost: max "
         "(the costliest; here the branch of the largest peak), mean, a branch index, or xla (as max here)",
     )
-    p.add_argument("--top", type=int, default=10, metavar="N", help="show the N largest temporaries (default 10)")
+    p.add_argument("--top", type=int, default=10, metavar="N", help="show the N largest temporaries (default 10; 0: none)")
     p.set_defaults(func=_run)
 
 
@@ -49,8 +49,8 @@ def _memory(args) -> int:
     from ..ir import DiagnosticEngine, InputError, ir, load_module, make_context
     from ..memory import FUSION_CHOICES, SCHEDULE_CHOICES, peak_memory, render_report
 
-    if args.top < 1:
-        raise CommandError(f"--top must be at least 1, got {args.top}")
+    if args.top < 0:
+        raise CommandError(f"--top must be >= 0, got {args.top}")
     if args.fusion not in FUSION_CHOICES:
         raise CommandError(f"--fusion must be one of {', '.join(FUSION_CHOICES)}, got '{args.fusion}'")
     if args.schedule not in SCHEDULE_CHOICES:

@@ -239,6 +239,12 @@ def _ops_text(names: list[str], width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+def _fmt_runs(n) -> str:
+    """A kernel's runs per program run: whole, or with two decimals where branch=mean
+    weighs a branch's kernels by 1/N (it printed 0.3333333333333333)."""
+    return str(int(n)) if float(n).is_integer() else f"{n:.2f}"
+
+
 def render_table(rows: list[KernelRow], top: int, total_ns: float | None = None) -> str:
     total = total_ns if total_ns else sum(r.total_time_ns for r in rows) or 1.0
     # who timed each kernel, where the backend says (profiled, learned): a column of its own
@@ -251,7 +257,7 @@ def render_table(rows: list[KernelRow], top: int, total_ns: float | None = None)
     lines = [header, "-" * len(header)]
     for r in rows[:top]:
         lines.append(
-            f"{r.id:>5} {r.kind:<7} {r.executions:>5} {_fmt_ns(r.total_time_ns):>10} "
+            f"{r.id:>5} {r.kind:<7} {_fmt_runs(r.executions):>5} {_fmt_ns(r.total_time_ns):>10} "
             f"{100 * r.total_time_ns / total:>5.1f}% {r.bound:<8} "
             + (f"{r.profile or '-':<9} " if by else "")
             + f"{_fmt_bytes(r.bytes_read + r.bytes_written):>10} "
