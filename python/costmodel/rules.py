@@ -666,7 +666,7 @@ def scatter_rule(op, env) -> OpCost:
     per = env.apply_cost(op.regions[0])
     n = updates[0].num_elements
     upd_bytes = sum(u.nbytes for u in updates)
-    unique = "unique_indices" in op.attributes and ir.BoolAttr(op.attributes["unique_indices"]).value
+    atomic = _atomic_elements(op)
     return OpCost(
         flops=per.flops * n,
         transcendentals=per.transcendentals * n,
@@ -674,8 +674,17 @@ def scatter_rule(op, env) -> OpCost:
         bytes_written=upd_bytes,
         unit=VECTOR,
         dtype=updates[0].dtype,
-        extra={} if unique else {"atomic_elements": sum(u.num_elements for u in updates)},
+        extra={"atomic_elements": atomic} if atomic else {},
     )
+
+
+def _atomic_elements(op) -> int:
+    """The elements a scatter updates with atomic read-modify-writes on a GPU: every
+    element of its updates, unless its indices are known unique (`unique_indices`)."""
+    if "unique_indices" in op.attributes and ir.BoolAttr(op.attributes["unique_indices"]).value:
+        return 0
+    n_inputs = (len(op.operands) - 1) // 2
+    return sum(_info(v).num_elements for v in op.operands[n_inputs + 1 :])
 
 
 def gather_rule(op, env) -> OpCost:
@@ -1245,6 +1254,7 @@ def mhlo_fusion_rule(op, env) -> OpCost:
     A fusion whose body holds a dot/convolution runs on the matrix units."""
     per = env.apply_cost(op.regions[0])
     not_read, not_written = in_place_update_savings(op.regions[0].blocks[0]) if len(op.regions[0].blocks) else (0, 0)
+    atomic = 0  # a scatter's atomic updates inside the kernel (scatter_rule)
     unit, dtype = VECTOR, _dtype(_results(op))
     for block in op.regions[0].blocks:
         for inner in block.operations:
@@ -1252,6 +1262,8 @@ def mhlo_fusion_rule(op, env) -> OpCost:
             if inner.name in ("stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution"):
                 unit = MATRIX
                 dtype = _dot_dtype(_info(inner.operands[0]), _info(inner.operands[1]))
+            elif inner.name in ("stablehlo.scatter", "mhlo.scatter"):
+                atomic += _atomic_elements(inner)
     return OpCost(
         flops=per.flops,
         transcendentals=per.transcendentals,
@@ -1259,6 +1271,7 @@ def mhlo_fusion_rule(op, env) -> OpCost:
         bytes_written=_bytes_out(op) - not_written,
         unit=unit,
         dtype=dtype,
+        extra={"atomic_elements": atomic} if atomic else {},
     )
 
 

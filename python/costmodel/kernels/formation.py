@@ -1672,7 +1672,7 @@ def _make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, 
     elif single:
         c = nodes[idx[0]].cost
         k.bytes_read, k.bytes_written = c.bytes_read, c.bytes_written
-        if policy == "xla-gpu":  # a scatter's atomic updates (rules.scatter_rule)
+        if policy in ("xla-gpu", "given"):  # a scatter's atomic updates (rules.scatter_rule; in a given fusion, mhlo_fusion_rule)
             k.scatter_elements = c.extra.get("atomic_elements", 0)
     else:
         k.bytes_read, k.bytes_written = _external_bytes(nodes, idx, inside, inside_all, operand_nodes, users, external_use, g)
