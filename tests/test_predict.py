@@ -395,6 +395,17 @@ func.func @main(%x: tensor<8x56x56x64xbf16>, %w: tensor<3x3x64x64xbf16>) -> tens
     notes = {(r.system, r.backend): " ".join(r.notes) for r in res.rows}
     assert "1 convolution call carries no idle time around it: a100-40gb" in notes[("a100-40gb-x4", "calibrated")]
     assert "idle" not in notes[("h100-sxm-x4", "calibrated")] and "idle" not in notes[("a100-40gb-x4", "roofline")]
+    # a compiled module's convolutions are the same library calls (audit: its A100 row
+    # had no note)
+    text = p.read_text().replace(
+        "  return %y", '  %e = "mhlo.fusion"(%y) <{fusion_kind = #mhlo<fusion_kind kLoop>}> ({\n'
+        "  ^bb0(%a: tensor<8x56x56x64xbf16>):\n    %n = stablehlo.negate %a : tensor<8x56x56x64xbf16>\n"
+        "    mhlo.return %n : tensor<8x56x56x64xbf16>\n  }) : (tensor<8x56x56x64xbf16>) -> tensor<8x56x56x64xbf16>\n"
+        "  return %e").replace("return %e : tensor<8x56x56x64xbf16>", "return %e : tensor<8x56x56x64xbf16>")
+    p.write_text(text)
+    row = predict(str(p), systems=["a100-40gb-x4"], backends=["calibrated"], top=0).rows[0]
+    assert row.fusion == "given"
+    assert "1 convolution call carries no idle time around it: a100-40gb" in " ".join(row.notes)
 
 
 def test_unpadded_stem_is_said(tmp_path):

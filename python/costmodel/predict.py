@@ -637,7 +637,7 @@ def _unmeasured(module, hw, backend: str, fusion: str) -> list[str]:
         if n:
             notes.append(f"{n:,} elements updated by scatters are costed by their bytes only: {hw.name} has no measured "
                          "scatter_element_ns for their atomic updates (docs/backends.md), so this step is likely low")
-    if fusion == "xla-gpu" and "library_call_idle_ns" not in hw.calibration:
+    if fusion in ("xla-gpu", "given") and "library_call_idle_ns" not in hw.calibration:
         kernels = kernels if kernels is not None else collect_kernels(module)
         calls = sum(k.executions for k in kernels if k.conv)
         if calls:
