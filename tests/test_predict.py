@@ -785,3 +785,21 @@ def test_mfu_leaves_out_dead_code(stream, tmp_path):
     s = dict_attr_values(ir.DictAttr(a.module.attributes["costmodel.summary"]))
     assert s["removed_flops"] == 2 * 256 * 1024 * 4096  # the dead dot: one FMA = 2 flops
     assert s["dead_op_count"] == 1
+
+
+def test_a_fusion_that_does_not_apply_to_a_compiled_module_is_said(tmp_path):
+    """Audit find: on a module XLA already compiled, --fusion xla-tpu was silently replaced
+    by its own kernels, and --fusion none priced each of them as one op with no word."""
+    p = tmp_path / "compiled.mlir"
+    p.write_text(
+        "func.func @main(%a: tensor<1024xf32>) -> tensor<1024xf32> {\n"
+        '  %0 = "mhlo.fusion"(%a) <{fusion_kind = #mhlo<fusion_kind kLoop>}> ({\n'
+        "  ^bb0(%x: tensor<1024xf32>):\n    %n = stablehlo.negate %x : tensor<1024xf32>\n"
+        "    mhlo.return %n : tensor<1024xf32>\n  }) : (tensor<1024xf32>) -> tensor<1024xf32>\n"
+        "  return %0 : tensor<1024xf32>\n}\n"
+    )
+    tpu = predict(str(p), systems=["h100-sxm-x4"], fusion="xla-tpu", top=0)
+    assert tpu.rows[0].fusion == "given" and "--fusion xla-tpu does not apply" in tpu.program["fusion_note"]
+    none = predict(str(p), systems=["h100-sxm-x4"], fusion="none", top=0)
+    assert "--fusion none costs each of its kernels as one op" in none.program["fusion_note"]
+    assert "fusion_note" not in predict(str(p), systems=["h100-sxm-x4"], top=0).program

@@ -236,6 +236,14 @@ def _summary(module) -> dict:
     return dict_attr_values(ir.DictAttr(module.attributes[SUMMARY_ATTR]))
 
 
+def _compiled(module) -> bool:
+    """A module XLA already compiled (an mhlo.fusion in a function, its loops included)."""
+    from .engine import _already_fused
+
+    funcs = [(None, op.operation) for op in module.regions[0].blocks[0].operations if op.operation.name == "func.func"]
+    return _already_fused(funcs)
+
+
 def _entry_functions(module) -> list[str]:
     """The public functions annotate-cost summed (its summary's entry_functions)."""
     from .engine import SUMMARY_ATTR
@@ -369,6 +377,13 @@ def _predict(
                     )
             mm_dtype = _matrix_dtype(module)
             program = {"devices": devices, "kind": kind, "matrix_dtype": mm_dtype}
+            if fusion and fusion != "given" and _compiled(module):
+                # XLA's own kernels are costed whatever fusion says (docs/kernels.md)
+                program["fusion_note"] = (
+                    f"the module is already compiled by XLA (mhlo.fusion): --fusion {fusion} "
+                    + ("costs each of its kernels as one op, with no kernel report" if fusion == "none"
+                       else "does not apply, its own kernels are costed")
+                )
 
             rows: list[Row] = []
             formation_cache: dict = {}  # one kernel formation per fusion policy
@@ -773,6 +788,8 @@ def render_table(res: PredictResult) -> str:
         lines.append(f"note: {res.program['not_costed']}")
     if res.program.get("entries"):
         lines.append(f"note: {res.program['entries']}")
+    if res.program.get("fusion_note"):
+        lines.append(f"note: {res.program['fusion_note']}")
     for why in res.program.get("skipped", []):
         lines.append(f"note: no row for {why}")
     if res.program.get("speedup_against"):
