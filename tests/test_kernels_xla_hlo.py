@@ -5,7 +5,9 @@ H100 (benchmarks/data/gpu/h100-sxm, benchmarks/gpu_measure.py) against our forma
 from __future__ import annotations
 
 import gzip
+import math
 import os
+import re
 import tarfile
 
 import pytest
@@ -97,3 +99,137 @@ def test_llama3_100m_step_against_xla_gpu_on_h100():
     assert len(ours_gemms) == len(xla_gemms) == 150
     merged = [k for k in ours_gemms if sum(1 for op in k.ops if op.endswith("dot_general")) > 1]
     assert len(merged) == 28  # XLA's GEMMs that read a concatenation of merged dots' operands
+
+
+# ---------------------------------------------------------------------------
+# XLA's optimized modules themselves, converted to StableHLO: cuBLAS and cuDNN calls
+# ---------------------------------------------------------------------------
+
+_CONV_CALL = re.compile(r"custom-call\(([^)]*)\), window=\{([^}]*)\}, dim_labels=([^,]+), "
+                        r"custom_call_target=\"(__cudnn\$conv\w+)\"")
+_DEF = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(\(.*?\)|[a-z0-9]+\[[\d,]*\](?:\{[^}]*\})?)\s")
+_ARRAY = re.compile(r"[a-z0-9]+\[([\d,]*)\]")
+
+
+def _hlo_text(name: str) -> str:
+    with tarfile.open(H100_TRAIN) as tar:
+        return gzip.decompress(tar.extractfile(f"{name}_train_1_device.hlo.txt.gz").read()).decode()
+
+
+def _converted(text: str) -> str:
+    """The optimized HLO as `hlo_to_stablehlo` converts it (what the audit fed in)."""
+    hlo = pytest.importorskip("jax._src.lib").hlo
+    from jaxlib import _jax
+
+    from costmodel.ir import ir, make_context
+
+    data = _jax.mlir.hlo_to_stablehlo(hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto())
+    with make_context():
+        return ir.Module.parse(data).operation.get_asm(large_elements_limit=16)
+
+
+def _xla_conv_flops(text: str) -> list:
+    """(target, result shape, flops) of every cuDNN call of the HLO text, from its window
+    and dim_labels (which the conversion drops): 2 x batch x out features x in features
+    per group x the (output, tap) pairs inside the input, counted one by one, plus the
+    side input's add of a fused convolution (its bias is XLA's zero broadcast)."""
+    shapes, out = {}, []
+    for line in text.splitlines():
+        d = _DEF.match(line)
+        if d:
+            shapes[d.group(1)] = d.group(2)
+        c = _CONV_CALL.search(line)
+        if not (c and d):
+            continue
+        dims = lambda t: tuple(int(x) for x in _ARRAY.search(t).group(1).split(",") if x)
+        a, b = (dims(shapes[o.strip().lstrip("%")]) for o in c.group(1).split(",")[:2])
+        res, target = dims(d.group(2)), c.group(4)
+        x, w, y = (res, b, a) if target.endswith("BackwardInput") else (a, res, b) if target.endswith("BackwardFilter") \
+            else (a, b, res)
+        win = dict(kv.split("=") for kv in c.group(2).split())
+        nsp = len(x) - 2
+        stride = [int(s) for s in win.get("stride", "x".join("1" * nsp)).split("x")]
+        pad_lo = [int(p.split("_")[0]) for p in win["pad"].split("x")] if "pad" in win else [0] * nsp
+        assert "lhs_dilate" not in win and "rhs_dilate" not in win
+        lin, rest = c.group(3).split("_", 1)
+        lw, lout = rest.split("->")
+        pairs = 1
+        for s in range(nsp):
+            i, k, o = x[lin.index(str(s))], w[lw.index(str(s))], y[lout.index(str(s))]
+            pairs *= sum(1 for p in range(o) for t in range(k) if 0 <= p * stride[s] - pad_lo[s] + t < i)
+        flops = 2 * x[lin.index("b")] * w[lw.index("o")] * w[lw.index("i")] * pairs
+        if target.endswith("BiasActivationForward"):
+            assert '"side_input_scale":1' in line and '"activation_mode":"kNone"' in line
+            flops += math.prod(res)
+        out.append((target, res, flops))
+    return out
+
+
+@pytest.mark.parametrize("name", ["resnet18", "resnet50", "llama3-100m"])
+def test_xla_compiled_h100_module_costs_every_library_call(name):
+    """XLA GPU's optimized H100 module of the training step, converted to StableHLO (given
+    kernels): every cuDNN convolution and cuBLAS GEMM costed (none unsupported; before,
+    59 / 158 / 73 calls were 0 launches and 0 ms), as one launch each, so the launches are
+    XLA's (478 / 1,225 / 645); each call's bytes are XLA's (operands read, result written
+    without the workspace: read_hlo_kernels); each convolution's flops are those of the
+    window and dim_labels of XLA's HLO text, which the conversion drops and the rule reads
+    back from the shapes."""
+    from collections import Counter
+
+    from conftest import run_annotate
+    from costmodel.ir import ir
+    from costmodel.kernels.report import collect_kernels
+    from costmodel.shapes import type_info
+
+    text = _hlo_text(name)
+    xla = read_hlo_kernels(text)
+    a = run_annotate(_converted(text), fusion="xla-gpu", backend="calibrated")
+    assert a.engine.unsupported_ops == {}
+    summary = ir.DictAttr(a.module.attributes["costmodel.summary"])
+    assert ir.StringAttr(summary["fusion"]).value == "given"
+    assert ir.IntegerAttr(summary["kernel_count"]).value == xla.launches == {"resnet18": 478, "resnet50": 1225,
+                                                                             "llama3-100m": 645}[name]
+    rows = collect_kernels(a.module)
+    library = [r for r in rows if r.target.startswith(("__cudnn", "__cublas"))]
+    assert Counter((r.target, r.bytes_read, r.bytes_written) for r in library) == Counter(
+        (k.kind, k.bytes_read, k.bytes_written) for k in xla.kernels if k.kind.startswith(("__cudnn", "__cublas")))
+    assert all(r.kind == ("conv" if r.target.startswith("__cudnn") else "gemm") for r in library)
+    assert all("tile_efficiency" in r.detail for r in library)
+    calls = [op for op in a.ops("stablehlo.custom_call") if "costmodel.kernel" in op.attributes]
+    ours = Counter((ir.StringAttr(op.attributes["call_target_name"]).value,
+                    type_info(ir.TupleType(op.results[0].type).get_type(0)).shape, a.cost(op)["flops"])
+                   for op in calls if ir.StringAttr(op.attributes["call_target_name"]).value.startswith("__cudnn"))
+    assert ours == Counter(_xla_conv_flops(text))
+    assert sum(ours.values()) == {"resnet18": 59, "resnet50": 158, "llama3-100m": 0}[name]
+    gemms = Counter((ir.StringAttr(op.attributes["call_target_name"]).value,
+                     type_info(ir.TupleType(op.results[0].type).get_type(0)).shape, a.cost(op)["flops"])
+                    for op in calls if ir.StringAttr(op.attributes["call_target_name"]).value.startswith("__cublas"))
+    assert gemms == Counter(_xla_gemm_flops(text))
+    assert sum(gemms.values()) == {"resnet18": 0, "resnet50": 0, "llama3-100m": 73}[name]
+
+
+_GEMM_CALL = re.compile(r"custom-call\(([^)]*)\), custom_call_target=\"(__cublas\$[\w$]+)\".*backend_config=(\{.*\})\s*$")
+
+
+def _xla_gemm_flops(text: str) -> list:
+    """(target, result shape, flops) of every cuBLAS call of the HLO text: XLA's
+    GpuHloCostAnalysis count, 2 x result elements x the lhs' contracted size, plus a
+    multiply per result element where alpha scales it (the attention scores' 1/sqrt(d))."""
+    import json
+
+    shapes, out = {}, []
+    for line in text.splitlines():
+        d = _DEF.match(line)
+        if d:
+            shapes[d.group(1)] = d.group(2)
+        g = _GEMM_CALL.search(line)
+        if not (g and d):
+            continue
+        dims = lambda t: tuple(int(x) for x in _ARRAY.search(t).group(1).split(",") if x)
+        lhs = dims(shapes[g.group(1).split(",")[0].strip().lstrip("%")])
+        res = dims(d.group(2))
+        cfg = json.loads(g.group(3))["gemm_backend_config"]
+        k = math.prod(lhs[int(i)] for i in cfg["dot_dimension_numbers"]["lhs_contracting_dimensions"])
+        assert cfg["beta"] == 0 and cfg["epilogue"] == "DEFAULT"
+        out.append((g.group(2), res, 2 * math.prod(res) * k + (math.prod(res) if cfg["alpha_real"] != 1 else 0)))
+    return out

@@ -70,12 +70,14 @@ ALIAS_OPS = frozenset(
         "stablehlo.bitcast",
         "mhlo.bitcast",
         "stablehlo.get_tuple_element",
+        "mhlo.get_tuple_element",
         "stablehlo.tuple",
         "stablehlo.optimization_barrier",
         "sdy.sharding_constraint",
         "sdy.propagation_barrier",
     }
 )
+GET_TUPLE_ELEMENT_OPS = frozenset({"stablehlo.get_tuple_element", "mhlo.get_tuple_element"})
 # Ops that allocate nothing at all.
 NOTHING_OPS = frozenset(
     {
@@ -401,7 +403,7 @@ class _Block:
             elems = [vb.get(v, ()) for v in op.operands]
             self.tuple_elems[op.results[0]] = elems
             self.register(op.results[0], tuple(sorted({b for e in elems for b in e})))
-        elif name == "stablehlo.get_tuple_element":
+        elif name in GET_TUPLE_ELEMENT_OPS:
             src = op.operands[0]
             idx = ir.IntegerAttr(op.attributes["index"]).value
             elems = self.tuple_elems.get(src)
@@ -423,6 +425,9 @@ class _Block:
                 # a fused intermediate: the kernel's inputs stay live until it is consumed
                 self.register(r, tuple(sorted({b for ids in operand_ids for b in ids})))
                 continue
+            if r.type.typeid == ir.TupleType.static_typeid:
+                self.tuple_result(op, i, r)
+                continue
             size = self.an.size(r)
             b = None
             if op.name in IN_PLACE_OPERAND0_OPS and operand_ids:
@@ -433,6 +438,28 @@ class _Block:
                     if b is not None:
                         break
             self.register(r, (b,) if b is not None else (self.new_buffer(r, i, op),))
+
+    def tuple_result(self, op, i: int, r) -> None:
+        """A tuple result (a cuBLAS/cuDNN call's (result, workspace)): a buffer per element,
+        as XLA's buffer assignment gives each. A library call's workspace
+        (rules.workspace_index) is a temporary of the call, live only while it runs (unless
+        something reads it), never an output."""
+        from .rules import workspace_index
+
+        tt = ir.TupleType(r.type)
+        ws = workspace_index(op)
+        loc = format_location(op.location, "")
+        ids = []
+        for j in range(tt.num_types):
+            t = tt.get_type(j)
+            info = type_info(t)
+            if info.dynamic:
+                self.an.dynamic_types.add(str(t))
+            name = f"{op.name} workspace" if j == ws else op.name
+            self.bufs.append(_Buffer(packed_nbytes(info), i, i, "temporary", name, loc, str(t)))
+            ids.append(len(self.bufs) - 1)
+        self.tuple_elems[r] = [(b,) for b in ids]
+        self.register(r, tuple(b for j, b in enumerate(ids) if j != ws))
 
     def _region_entry(self, op, res: _BlockResult, label: str, nbytes: int, unhonored: int = 0) -> LiveBuffer:
         inner = list(res.live)
@@ -577,6 +604,9 @@ class _Block:
                 seen.add(len(bufs) - 1)
                 continue
             d = self.index_of.get(v, -1)
+            if d >= 0 and self.ops[d].name in GET_TUPLE_ELEMENT_OPS:
+                # an element of a tuple result: written by the op that returns the tuple
+                d = self.index_of.get(self.ops[d].operands[0], d)
             for b in ids:
                 buf = bufs[b]
                 buf.end = n

@@ -892,6 +892,8 @@ UNCOSTED_CUSTOM_CALLS = {
     "opaque to us: its work is not in the step",
     "__gpu$xla.gpu.triton": "a Pallas/Triton GPU kernel, opaque to us: its work is not in the step",
     "mosaic_gpu": "a Pallas/Mosaic GPU kernel, opaque to us: its work is not in the step",
+    "__cudnn$convForwardGraph": "a cuDNN convolution with pointwise ops in a serialized cuDNN graph, which we do "
+    "not read: its work is not in the step",
 }
 
 
@@ -900,7 +902,9 @@ def custom_call_target(op) -> str:
 
 
 def custom_call_rule(op, env) -> OpCost:
-    """Known zero-cost targets cost nothing; TopK as its sort; anything else is unsupported."""
+    """Known zero-cost targets cost nothing; TopK as its sort; the library calls below
+    (linear algebra, cuDNN attention, cuBLAS GEMMs, cuDNN convolutions) by their rules;
+    anything else is unsupported."""
     target = custom_call_target(op)
     if target in ZERO_COST_CUSTOM_CALLS:
         return OpCost(unit=NONE)
@@ -911,6 +915,10 @@ def custom_call_rule(op, env) -> OpCost:
         return linalg_rule(op, env)
     if target.startswith("__cudnn$fmha"):
         return cudnn_attention_rule(op, env)
+    if target in CUBLAS_GEMM_TARGETS:
+        return cublas_gemm_rule(op, env)
+    if target in CUDNN_CONV_TARGETS:
+        return cudnn_conv_rule(op, env)
     if target in UNCOSTED_CUSTOM_CALLS:
         raise Unsupported(f"custom_call target '{target}' is {UNCOSTED_CUSTOM_CALLS[target]}")
     raise Unsupported(f"custom_call target '{target}' has no cost rule")
@@ -1011,6 +1019,430 @@ def block_scaled_dot_rule(op, env) -> OpCost:
         dtype=a.dtype,
     )
 
+
+# ---------------------------------------------------------------------------
+# cuBLAS and cuDNN library calls (XLA GPU's optimized HLO)
+# ---------------------------------------------------------------------------
+#
+# XLA GPU runs the GEMMs it does not emit with Triton, and every convolution, as library
+# calls: custom calls to cuBLAS (`__cublas$gemm`, cuBLASLt `__cublas$lt$matmul`, its fp8
+# form `__cublas$lt$matmul$f8`; xla/service/gpu/cublas_cudnn.cc) and cuDNN
+# (`__cudnn$convForward`, `$convBackwardInput`, `$convBackwardFilter`,
+# `$convBiasActivationForward`). An optimized module converted to StableHLO/MHLO
+# (`hlo_to_stablehlo`, xla/hlo/translate/hlo_to_mhlo/hlo_function_importer.cc) keeps
+# their operands, their result (a tuple whose last element is the library's u8 / s8
+# workspace), the target and the backend_config (XLA's GpuBackendConfig as JSON), and
+# drops the convolution's window and dim_labels: a cuDNN call's window is read from its
+# shapes here (cudnn_conv_problem).
+
+CUBLAS_GEMM_TARGETS = frozenset({"__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8"})
+# what each cuDNN target runs (XLA's CudnnConvKind), as kernel formation names it
+CUDNN_CONV_TARGETS = {
+    "__cudnn$convForward": "forward",
+    "__cudnn$convBiasActivationForward": "forward",
+    "__cudnn$convBackwardInput": "backward_input",
+    "__cudnn$convBackwardFilter": "backward_filter",
+}
+CUSTOM_CALL_OPS = frozenset({"stablehlo.custom_call", "mhlo.custom_call"})
+
+# Per output element, the (flops, transcendentals) of the elementwise ops XLA's
+# GemmRewriter folds into a cuBLASLt epilogue (GemmBackendConfig.epilogue), counted as
+# those ops count unfused: a bias add 1, a ReLU (maximum) 1, GELU's tanh approximation
+# 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) 8 and a tanh, SiLU x logistic(x) 1 and a
+# logistic. The proto's enum numbers are accepted too.
+GEMM_EPILOGUES = {
+    "DEFAULT": (0, 0),
+    "BIAS": (1, 0),
+    "RELU": (1, 0),
+    "BIAS_RELU": (2, 0),
+    "GELU": (8, 1),
+    "GELU_AUX": (8, 1),
+    "BIAS_GELU": (9, 1),
+    "BIAS_GELU_AUX": (9, 1),
+    "SILU": (1, 1),
+    "BIAS_SILU": (2, 1),
+}
+_GEMM_EPILOGUE_NUMBERS = ["DEFAULT", "BIAS", "RELU", "BIAS_RELU", "GELU", "GELU_AUX", "BIAS_GELU", "BIAS_GELU_AUX"]
+# cuDNN's fused activation (CudnnConvBackendConfig.activation_mode, stream_executor's
+# dnn.proto ActivationMode), per output element as the ops it replaces count: ReLU max
+# 1, ReLU6 / ReLUX / band pass a clamp 1, ELU select(x > 0, x, expm1(x)) 2 and an expm1,
+# leaky ReLU select(x > 0, x, a x) 3, sigmoid / tanh one transcendental, exact GELU
+# 0.5 x (1 + erf(x / sqrt 2)) 4 and an erf
+CONV_ACTIVATIONS = {
+    "kNone": (0, 0),
+    "kRelu": (1, 0),
+    "kRelu6": (1, 0),
+    "kReluX": (1, 0),
+    "kElu": (2, 1),
+    "kLeakyRelu": (3, 0),
+    "kBandPass": (1, 0),  # a clamp to [-X, X]
+    "kSigmoid": (0, 1),
+    "kTanh": (0, 1),
+    "kGeluExact": (4, 1),
+}
+_CONV_ACTIVATION_NUMBERS = {0: "kNone", 1: "kSigmoid", 2: "kRelu", 3: "kRelu6", 4: "kReluX", 5: "kTanh",
+                            6: "kBandPass", 7: "kElu", 8: "kLeakyRelu", 9: "kGeluExact"}
+
+
+def workspace_index(op) -> int | None:
+    """The result tuple element that is a cuBLAS/cuDNN call's workspace (scratch memory,
+    live only during the call: not a result): the last element of its tuple result when
+    that is a 1-D array of 8-bit integers (XLA's `u8[N]`, `s8[N]` for cuBLASLt). None for
+    any other op."""
+    if op.name not in CUSTOM_CALL_OPS or len(op.results) != 1 or "call_target_name" not in op.attributes:
+        return None
+    target = custom_call_target(op)
+    if not (target.startswith("__cublas$") or target.startswith("__cudnn$")):
+        return None
+    try:
+        tt = ir.TupleType(op.results[0].type)
+    except (ValueError, TypeError):
+        return None
+    if tt.num_types < 2:
+        return None
+    last = type_info(tt.get_type(tt.num_types - 1))
+    if last.is_tensor and last.rank == 1 and last.dtype in ("ui8", "i8", "si8"):
+        return tt.num_types - 1
+    return None
+
+
+def _result_parts(op) -> list[TensorInfo]:
+    """The arrays an op returns: its results, a tuple result's elements."""
+    parts = []
+    for v in op.results:
+        try:
+            tt = ir.TupleType(v.type)
+        except (ValueError, TypeError):
+            parts.append(_info(v))
+            continue
+        for i in range(tt.num_types):
+            info = type_info(tt.get_type(i))
+            if info.dynamic:
+                raise Unsupported(
+                    f"dynamic shape {tt.get_type(i)}; run --stablehlo-refine-shapes to make shapes static"
+                )
+            parts.append(info)
+    return parts
+
+
+def _attr_to_py(attr):
+    """A backend_config dictionary attribute (typed-FFI custom calls) as Python values."""
+    try:
+        d = ir.DictAttr(attr)
+        return {d[i].name: _attr_to_py(d[i].attr) for i in range(len(d))}
+    except (ValueError, TypeError):
+        pass
+    try:
+        return [_attr_to_py(a) for a in ir.ArrayAttr(attr)]
+    except (ValueError, TypeError):
+        pass
+    for cls, get in ((ir.BoolAttr, lambda a: a.value), (ir.IntegerAttr, lambda a: a.value),
+                     (ir.FloatAttr, lambda a: a.value), (ir.StringAttr, lambda a: a.value)):
+        try:
+            return get(cls(attr))
+        except (ValueError, TypeError):
+            pass
+    return str(attr)
+
+
+def _library_config(op, key: str, fields: tuple) -> dict:
+    """The `key` sub-config of a library call's backend_config (XLA's GpuBackendConfig:
+    a JSON string, or a dictionary attribute), or the whole config when it is that message
+    itself (older XLA: a GemmBackendConfig / CudnnConvBackendConfig on its own, recognised
+    by one of `fields`). Unsupported, with the reason, when it cannot be read."""
+    import json
+
+    target = custom_call_target(op)
+    if "backend_config" not in op.attributes:
+        raise Unsupported(f"custom_call target '{target}' has no backend_config (XLA's {key}): its work is unknown")
+    attr = op.attributes["backend_config"]
+    try:
+        text = ir.StringAttr(attr).value
+    except (ValueError, TypeError):
+        cfg = _attr_to_py(attr)
+    else:
+        try:
+            cfg = json.loads(text)
+        except ValueError:
+            raise Unsupported(f"custom_call target '{target}': its backend_config is not JSON "
+                              f"({text[:40]!r}), so XLA's {key} cannot be read") from None
+    if isinstance(cfg, dict) and isinstance(cfg.get(key), dict):
+        return cfg[key]
+    if isinstance(cfg, dict) and any(f in cfg for f in fields):
+        return cfg
+    raise Unsupported(f"custom_call target '{target}': its backend_config has no {key}, so its work is unknown")
+
+
+def _number(cfg: dict, key: str, default: float) -> float:
+    value = cfg.get(key, default)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise Unsupported(f"backend_config field {key} = {value!r} is not a number") from None
+
+
+def _dims(dnums: dict, key: str, rank: int, target: str) -> list[int]:
+    try:
+        dims = [int(d) for d in dnums.get(key, [])]
+    except (TypeError, ValueError):
+        raise Unsupported(
+            f"custom_call target '{target}': dot_dimension_numbers.{key} is not a list of dimensions"
+        ) from None
+    if any(d < 0 or d >= rank for d in dims) or len(set(dims)) != len(dims):
+        raise Unsupported(
+            f"custom_call target '{target}': dot_dimension_numbers.{key} {dims} does not fit a rank-{rank} operand"
+        )
+    return dims
+
+
+def cublas_gemm_rule(op, env) -> OpCost:
+    """A cuBLAS GEMM (`__cublas$gemm`, `__cublas$lt$matmul`, `..$f8`): from its
+    backend_config's GemmBackendConfig, `2 x output elements x contracted size` flops as
+    XLA's GpuHloCostAnalysis (GetDotFlops of operand 0, the result's first array and
+    dot_dimension_numbers; one FMA = 2 flops), plus per output element the elementwise ops
+    folded into the call: alpha != 1 a multiply, beta != 0 the add of C (and its multiply
+    when beta != 1), the cuBLASLt epilogue (GEMM_EPILOGUES). Bytes: every operand read,
+    the result written without its workspace. On the matrix units, as the dot; the GEMM's
+    M x N x K x batch goes to kernel formation (`extra["gemm_shape"]`)."""
+    target = custom_call_target(op)
+    cfg = _library_config(op, "gemm_backend_config", ("dot_dimension_numbers",))
+    dnums = cfg.get("dot_dimension_numbers")
+    if not isinstance(dnums, dict):
+        raise Unsupported(f"custom_call target '{target}': its gemm_backend_config has no dot_dimension_numbers")
+    ins = _operands(op)
+    if len(ins) < 2:
+        raise Unsupported(f"custom_call target '{target}' has {len(ins)} operands, a GEMM needs two")
+    lhs, rhs = ins[0], ins[1]
+    parts = _result_parts(op)
+    ws = workspace_index(op)
+    out = parts[0]
+    lb = _dims(dnums, "lhs_batch_dimensions", lhs.rank, target)
+    lc = _dims(dnums, "lhs_contracting_dimensions", lhs.rank, target)
+    rb = _dims(dnums, "rhs_batch_dimensions", rhs.rank, target)
+    rc = _dims(dnums, "rhs_contracting_dimensions", rhs.rank, target)
+    batch = _prod(lhs.shape[d] for d in lb)
+    k = _prod(lhs.shape[d] for d in lc)
+    m = _prod(lhs.shape[d] for d in range(lhs.rank) if d not in lb and d not in lc)
+    n = _prod(rhs.shape[d] for d in range(rhs.rank) if d not in rb and d not in rc)
+    if (len(lb) != len(rb) or batch != _prod(rhs.shape[d] for d in rb) or k != _prod(rhs.shape[d] for d in rc)
+            or out.num_elements != batch * m * n):
+        raise Unsupported(f"custom_call target '{target}': dot_dimension_numbers {dnums} do not fit operands "
+                          f"{list(lhs.shape)} x {list(rhs.shape)} -> {list(out.shape)}")
+    per_flops = per_trans = 0
+    if _number(cfg, "alpha_real", 1.0) != 1.0 or _number(cfg, "alpha_imag", 0.0) != 0.0:
+        per_flops += 1
+    beta = _number(cfg, "beta", 0.0)
+    if beta != 0.0:
+        per_flops += 1 if beta == 1.0 else 2
+    epilogue = cfg.get("epilogue", "DEFAULT")
+    if isinstance(epilogue, int) or (isinstance(epilogue, str) and epilogue.isdigit()):
+        e = int(epilogue)
+        epilogue = _GEMM_EPILOGUE_NUMBERS[e] if 0 <= e < len(_GEMM_EPILOGUE_NUMBERS) else f"epilogue {e}"
+    extra = {"library_call": "gemm", "target": target}
+    if epilogue in GEMM_EPILOGUES:
+        f, t = GEMM_EPILOGUES[epilogue]
+    else:  # an epilogue of a newer XLA: one elementwise op, said so
+        f, t = 1, 0
+        extra["unknown_epilogue"] = str(epilogue)
+    per_flops += f
+    per_trans += t
+    dtype = _dot_dtype(lhs, rhs)
+    extra["gemm_shape"] = (m, n, k, batch, dtype, None, None, None, 0)
+    return OpCost(
+        flops=2 * out.num_elements * k + per_flops * out.num_elements,
+        transcendentals=per_trans * out.num_elements,
+        bytes_read=sum(i.nbytes for i in ins),
+        bytes_written=sum(p.nbytes for j, p in enumerate(parts) if j != ws),
+        unit=MATRIX,
+        dtype=dtype,
+        extra=extra,
+    )
+
+
+def infer_conv_window(in_size: int, k_size: int, out_size: int) -> tuple[int, int] | None:
+    """(stride, padding) of one spatial dimension of a cuDNN convolution from its extents
+    alone: out = floor((in + 2 pad - k) / stride) + 1, the smallest stride for which a
+    padding 0 <= pad < k fits, the smallest such padding. cuDNN pads symmetrically (XLA's
+    ConvPaddingLegalization pads the input explicitly, or slices the output, for anything
+    else), and a dilated filter is not told apart (taken as undilated). None: no window
+    fits."""
+    if in_size < 1 or k_size < 1 or out_size < 1:
+        return None
+    if out_size == 1:  # one window: any stride past it; the padding that makes it fit
+        pad = max(0, (k_size - in_size + 1) // 2)
+        return (max(1, in_size + 2 * pad - k_size + 1), pad) if pad < k_size else None
+    stride = 1
+    while True:
+        lo = (out_size - 1) * stride + k_size - in_size  # 2 pad >= lo
+        if lo > 2 * (k_size - 1):  # grows with the stride: no padding below k fits
+            return None
+        pad = max(0, (lo + 1) // 2)
+        if 2 * pad <= lo + stride - 1:  # 2 pad <= the last lo that gives this output
+            return stride, pad
+        stride += 1
+
+
+# The dimension layouts of XLA GPU's cuDNN calls (their `dim_labels`, which the converter
+# drops), tried in this order: NHWC (`b01f_o01i->b01f`, the layout XLA's layout
+# assignment gives 16-bit convolutions on tensor cores, and every call of our H100 and
+# H200 ResNet steps) and NCHW (`bf01_oi01->bf01`). (input, filter, output) as (batch,
+# feature, spatial) / (output feature, input feature, spatial) / (batch, feature, spatial)
+# dimension indices, for a rank r.
+def _conv_layouts(r: int):
+    sp = list(range(1, r - 1))
+    yield "b01f_o01i->b01f", (0, r - 1, sp), (0, r - 1, sp), (0, r - 1, sp)
+    yield "bf01_oi01->bf01", (0, 1, list(range(2, r))), (0, 1, list(range(2, r))), (0, 1, list(range(2, r)))
+
+
+def cudnn_conv_problem(target: str, ins: list[TensorInfo], out: TensorInfo) -> dict:
+    """The forward convolution a cuDNN call describes (XLA's GetGpuConvConfig: forward
+    and fused forward: input = operand 0, filter = operand 1, output = the result; backward
+    input: input = the result, output = operand 0; backward filter: filter = the result,
+    output = operand 1), its layout (_conv_layouts: the first that fits the shapes) and
+    its window (infer_conv_window, per spatial dimension). Unsupported when no layout
+    fits."""
+    kind = CUDNN_CONV_TARGETS[target]
+    if len(ins) < 2:
+        raise Unsupported(f"custom_call target '{target}' has {len(ins)} operands, a convolution needs two")
+    a, b = ins[0], ins[1]
+    x, w, y = (out, b, a) if kind == "backward_input" else (a, out, b) if kind == "backward_filter" else (a, b, out)
+    r = x.rank
+    if r < 3 or w.rank != r or y.rank != r:
+        raise Unsupported(f"custom_call target '{target}': input, filter and output of ranks {x.rank}, {w.rank}, "
+                          f"{y.rank}: not a convolution cuDNN runs")
+    for labels, (xb, xf, xs), (wo, wi, ws_), (yb, yf, ys) in _conv_layouts(r):
+        n, c, o, ci = x.shape[xb], x.shape[xf], w.shape[wo], w.shape[wi]
+        if y.shape[yb] != n or y.shape[yf] != o or ci < 1 or c % ci or o % (c // ci):
+            continue
+        window = [infer_conv_window(x.shape[i], w.shape[j], y.shape[k]) for i, j, k in zip(xs, ws_, ys)]
+        if any(win is None for win in window):
+            continue
+        return {"kind": kind, "labels": labels, "x": x, "w": w, "y": y, "batch": n, "in_features": c,
+                "out_features": o, "filter_in": ci, "groups": c // ci,
+                "spatial": [(x.shape[i], w.shape[j], y.shape[k]) for i, j, k in zip(xs, ws_, ys)],
+                "window": window}
+    raise Unsupported(f"custom_call target '{target}': input {list(x.shape)}, filter {list(w.shape)} and output "
+                      f"{list(y.shape)} fit neither an NHWC (b01f_o01i->b01f) nor an NCHW (bf01_oi01->bf01) "
+                      "convolution, and the converter keeps no dim_labels")
+
+
+_ZERO_LOOK_THROUGH = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.broadcast", "stablehlo.reshape",
+                                "stablehlo.convert", "mhlo.bitcast", "mhlo.broadcast_in_dim", "mhlo.reshape",
+                                "mhlo.convert", "mhlo.copy"})
+
+
+def _zero_valued(value, depth: int = 0) -> bool:
+    """Is the value all zeros: a zero splat constant, through broadcasts, reshapes,
+    converts and the fusions (mhlo.fusion) that compute such a value?"""
+    if depth > 8:
+        return False
+    owner = value.owner
+    owner = getattr(owner, "operation", owner)
+    if isinstance(owner, ir.Block):  # an argument of a fusion's body: the fusion's operand
+        parent = owner.owner
+        parent = getattr(parent, "operation", parent)
+        if getattr(parent, "name", None) == "mhlo.fusion" and value.arg_number < len(parent.operands):
+            return _zero_valued(parent.operands[value.arg_number], depth + 1)
+        return False
+    if not isinstance(owner, ir.Operation):
+        return False
+    name = owner.name
+    if name in ("stablehlo.constant", "mhlo.constant"):
+        try:
+            attr = ir.DenseElementsAttr(owner.attributes["value"])
+            return attr.is_splat and float(attr.get_splat_value().value) == 0.0
+        except (KeyError, ValueError, TypeError, AttributeError):
+            return False
+    if name in _ZERO_LOOK_THROUGH and owner.operands:
+        return _zero_valued(owner.operands[0], depth + 1)
+    if name == "mhlo.fusion" and owner.regions and len(owner.regions[0].blocks):
+        term = list(owner.regions[0].blocks[0].operations)[-1]
+        k = value.result_number
+        return k < len(term.operands) and _zero_valued(term.operands[k], depth + 1)
+    return False
+
+
+def cudnn_conv_rule(op, env) -> OpCost:
+    """A cuDNN convolution (`__cudnn$convForward`, `$convBackwardInput`,
+    `$convBackwardFilter`, `$convBiasActivationForward`): the flops of the equivalent
+    stablehlo.convolution, which are those of the forward convolution the call describes
+    (cudnn_conv_problem; the input and filter gradients do the same multiply-adds):
+    `2 x batch x out_features x (in_features / groups) x valid taps` (taps in padding not
+    counted, as XLA's GetConvolutionFlops), plus per output element the elementwise ops
+    folded into it from the backend_config's CudnnConvBackendConfig: conv_result_scale !=
+    1 a multiply, the bias add of `$convBiasActivationForward` (unless the bias is zero:
+    XLA adds a zero bias to fuse a side input alone), a side input (an add, and
+    its multiply when side_input_scale != 1), the activation (CONV_ACTIVATIONS). Bytes:
+    every operand read, the result written without the workspace. On the matrix units;
+    the implicit GEMM of the equivalent convolution goes to kernel formation."""
+    target = custom_call_target(op)
+    cfg = _library_config(op, "cudnn_conv_backend_config",
+                          ("conv_result_scale", "activation_mode", "side_input_scale", "algorithm"))
+    ins = _operands(op)
+    parts = _result_parts(op)
+    ws = workspace_index(op)
+    out = parts[0]
+    p = cudnn_conv_problem(target, ins, out)
+    taps = 1
+    for (i, k, o), (stride, pad) in zip(p["spatial"], p["window"]):
+        taps *= _valid_taps(i, k, o, stride, pad, 1, 1)
+    conv_flops = 2 * p["batch"] * p["out_features"] * p["filter_in"] * taps
+    per_flops = per_trans = 0
+    extra = {"library_call": "conv", "target": target, "conv_window": ",".join(f"{s}/{q}" for s, q in p["window"])}
+    if _number(cfg, "conv_result_scale", 1.0) != 1.0:
+        per_flops += 1
+    if target == "__cudnn$convBiasActivationForward":
+        if len(ins) > 2 and not _zero_valued(op.operands[2]):
+            per_flops += 1  # the bias (XLA's rewriter adds a zero one to fuse a side input alone)
+        side = _number(cfg, "side_input_scale", 0.0)
+        if len(ins) > 3 and side != 0.0:
+            per_flops += 1 if side == 1.0 else 2
+    act = cfg.get("activation_mode", "kNone")
+    if isinstance(act, int) or (isinstance(act, str) and act.isdigit()):
+        act = _CONV_ACTIVATION_NUMBERS.get(int(act), f"activation {act}")
+    if act in CONV_ACTIVATIONS:
+        f, t = CONV_ACTIVATIONS[act]
+    else:
+        f, t = 1, 0
+        extra["unknown_activation"] = str(act)
+    per_flops += f
+    per_trans += t
+    # the implicit GEMM of the equivalent stablehlo.convolution (kernels.formation._gemm_shape
+    # of a plain convolution): M = its output elements / N, N = its output features
+    kind, x, w, y = p["kind"], p["x"], p["w"], p["y"]
+    if kind == "forward":
+        lhs, rhs, n_ = x, w, p["out_features"]
+        res_elems = y.num_elements
+    elif kind == "backward_input":  # conv(dy, reversed filter) -> dx
+        lhs, rhs, n_ = y, w, p["in_features"]
+        res_elems = x.num_elements
+    else:  # conv(x, dy) -> dW, its output features the filter's
+        lhs, rhs, n_ = x, y, p["out_features"]
+        res_elems = w.num_elements
+    m = res_elems // max(1, n_)
+    k = max(1, conv_flops // max(1, 2 * m * n_))
+    cpt = conv_kind = channels = None
+    act_bytes = 0
+    if p["groups"] == 1:
+        conv_kind = kind
+        act_bytes = lhs.nbytes
+        if kind == "forward":
+            cpt = channels = p["in_features"]
+        elif kind == "backward_input":
+            cpt = p["out_features"]
+        else:
+            channels = p["in_features"]
+    dtype = _dot_dtype(lhs, rhs)
+    extra["gemm_shape"] = (m, n_, k, 1, dtype, cpt, conv_kind, channels, act_bytes)
+    return OpCost(
+        flops=conv_flops + per_flops * out.num_elements,
+        transcendentals=per_trans * out.num_elements,
+        bytes_read=sum(i.nbytes for i in ins),
+        bytes_written=sum(q.nbytes for j, q in enumerate(parts) if j != ws),
+        unit=MATRIX,
+        dtype=dtype,
+        extra=extra,
+    )
 
 HOST_MEMORY_KINDS = frozenset({"pinned_host", "unpinned_host"})
 
@@ -1352,6 +1784,7 @@ RULES.update(
         "stablehlo.batch_norm_training": batch_norm_training_rule,
         "stablehlo.batch_norm_grad": batch_norm_grad_rule,
         "stablehlo.custom_call": custom_call_rule,
+        "mhlo.custom_call": custom_call_rule,  # XLA-compiled modules imported as MHLO
         "stablehlo.uniform_quantize": quant_decomposition_rule,
         "stablehlo.uniform_dequantize": quant_decomposition_rule,
         # data movement with XLA's byte conventions
@@ -1375,6 +1808,7 @@ RULES.update(
         "mhlo.fusion": mhlo_fusion_rule,
         "mhlo.bitcast": zero_rule,  # a layout reinterpretation: no kernel, no bytes
         "mhlo.return": terminator_rule,
+        "mhlo.get_tuple_element": zero_rule,  # a library call's (result, workspace) in an MHLO import
         "mhlo.copy": default_rule,
     }
 )

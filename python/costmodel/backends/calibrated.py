@@ -47,6 +47,11 @@ call that XLA launches on its own, between the command buffers of its fusions; t
 idles at its boundaries and between its kernels, and each convolution kernel adds that
 time once.
 
+An XLA-compiled module's library calls (cuBLAS GEMMs, cuDNN convolutions: custom calls)
+and its given fusions holding one dot or convolution get all of this as the dot or
+convolution they run: kernel formation gives their kernels that op's GEMM shape and
+convolution direction (rules.cublas_gemm_rule, cudnn_conv_rule).
+
 docs/backends.md has the derivation and the sources.
 """
 

@@ -59,6 +59,7 @@ FREE_OPS = frozenset(
         "stablehlo.reshape",
         "mhlo.bitcast",
         "stablehlo.get_tuple_element",
+        "mhlo.get_tuple_element",  # a library call's (result, workspace) in an MHLO import
         "stablehlo.tuple",
         "stablehlo.optimization_barrier",
         "stablehlo.after_all",
@@ -693,14 +694,44 @@ def _initial_kind(nd: Node, policy: str) -> str | None:
             text = str(nd.op.attributes["fusion_kind"])
         except KeyError:
             return "fusion"
-        return {"kLoop": "loop", "kInput": "input", "kOutput": "gemm", "kCustom": "gemm"}.get(
-            text.rsplit(" ", 1)[-1].rstrip(">"), "fusion"
-        )
+        text = text.rsplit(" ", 1)[-1].rstrip(">")
+        if text in ("kCustom", "kOutput"):
+            # XLA's kCustom is more than GEMMs (Triton softmax and reduction fusions, cuDNN
+            # fusions; on CPU reductions too): the kind of what it holds
+            return _given_fusion_kind(nd.op)
+        return {"kLoop": "loop", "kInput": "input"}.get(text, "fusion")
     if nd.name == "mhlo.copy":
         return "loop"
     if nd.name == "func.call":  # a call of an outlined XLA fusion (given kernels)
         return "fusion"
     return "custom"
+
+
+def _given_fusion_kind(op) -> str:
+    """The kind of a given fusion from its body: a convolution inside, conv; a dot, gemm;
+    otherwise as XLA names its loop and input fusions (ChooseFusionKind: a reduction
+    inside, input; else loop)."""
+    classes = set()
+    for block in op.regions[0].blocks if op.regions else ():
+        for inner in block.operations:
+            classes.add(op_class(inner.operation.name))
+    for cls, kind in ((CONV, "conv"), (GEMM, "gemm"), (REDUCE, "input")):
+        if cls in classes:
+            return kind
+    return "loop"
+
+
+def _given_gemm_op(op):
+    """The one dot or convolution a given fusion's body holds (None: none, or several)."""
+    found = None
+    for block in op.regions[0].blocks if op.regions else ():
+        for inner in block.operations:
+            inner = inner.operation
+            if op_class(inner.name) in (GEMM, CONV):
+                if found is not None:
+                    return None
+                found = inner
+    return found
 
 
 def _fusible_producer(nd: Node) -> bool:
@@ -1678,7 +1709,13 @@ def _make_kernel(nodes, idx, dups, kind, operand_nodes, users, external_use, g, 
         k.bytes_read, k.bytes_written = _external_bytes(nodes, idx, inside, inside_all, operand_nodes, users, external_use, g)
     if k.scatter_elements:  # shown in costmodel.kernel_cost
         k.attrs["scatter_elements"] = k.scatter_elements
-    gemm_nodes = [i for i in idx if nodes[i].cls in (GEMM, CONV)]
+    if single and kind == "custom" and nodes[idx[0]].cost.extra.get("library_call") in ("gemm", "conv"):
+        # a cuBLAS GEMM or cuDNN convolution call (rules): formed as any custom call (a
+        # kernel of its own, fusing nothing), reported as what it runs
+        k.kind = kind = nodes[idx[0]].cost.extra["library_call"]
+    # a dot/convolution, or one opaque op that is one: a cuBLAS/cuDNN call, a given
+    # fusion holding one (its kind says so)
+    gemm_nodes = [i for i in idx if nodes[i].cls in (GEMM, CONV) or (kind in ("gemm", "conv") and nodes[i].cls == OPAQUE)]
     if gemm_nodes:
         k.gemm = _gemm_shape(nodes[gemm_nodes[0]])
         if k.gemm is not None and k.gemm.conv_kind:  # what cuDNN is asked to run, shown in the IR
@@ -2067,8 +2104,23 @@ def _result_number(v) -> int:
 
 def _gemm_shape(nd: Node) -> GemmShape | None:
     """M x N x K (and batch) of a dot or of a convolution as an implicit GEMM:
-    M = batch x output spatial, N = output features, K = flops / (2 M N)."""
+    M = batch x output spatial, N = output features, K = flops / (2 M N). A cuBLAS/cuDNN
+    call: the shape its rule worked out (`extra["gemm_shape"]`, rules.cublas_gemm_rule /
+    cudnn_conv_rule); a given fusion: the shape of the one dot or convolution it holds."""
     op, c = nd.op, nd.cost
+    if nd.cls == OPAQUE:
+        if c is not None and "gemm_shape" in c.extra:
+            return GemmShape(*c.extra["gemm_shape"])
+        inner = _given_gemm_op(op) if nd.name == "mhlo.fusion" else None
+        if inner is None:
+            return None
+        from ..rules import rule_for
+
+        try:  # the dot/convolution rules need no environment
+            cost = rule_for(inner.name)(inner, None)
+        except Exception:  # unsupported (a dynamic shape ...): no shape
+            return None
+        return _gemm_shape(Node(inner, inner.name, cost, op_class(inner.name)))
     try:
         out = type_info(_result_type(nd, 0))
         if nd.cls == CONV:
