@@ -330,6 +330,63 @@ def section_steps(args, runs, doc) -> None:
     print()
 
 
+def compiled_module_text(hlo_text: str) -> str:
+    """XLA's optimized HLO text converted to StableHLO/MHLO as jaxlib's `hlo_to_stablehlo`
+    converts it (mhlo.fusion ops, cuBLAS/cuDNN calls): a module the `given` kernel policy
+    costs one kernel per XLA launch."""
+    from jax._src.lib import hlo
+    from jaxlib import _jax
+
+    from costmodel.ir import ir, make_context
+
+    data = _jax.mlir.hlo_to_stablehlo(hlo.hlo_module_from_text(hlo_text).as_serialized_hlo_module_proto())
+    with make_context():
+        return ir.Module.parse(data).operation.get_asm(large_elements_limit=16)
+
+
+def section_compiled(args, runs, doc) -> None:
+    """XLA's own optimized modules of the measured steps, costed as given (one kernel per
+    XLA launch): our kernel time model alone, without our formation."""
+    from costmodel.kernels.xla_hlo import read_hlo_kernels
+    from costmodel.pipeline import predict_step
+
+    steps = measured_steps(runs, args.data)
+    print("== 1c. XLA's optimized module of each step, costed as it is (its kernels; no formation of ours) ==")
+    print(f"{'model':<12} {'mode':<9} {'measured':>9} {'launches XLA / ours':>20} " + " ".join(f"{b:>17}" for b in args.backend))
+    errs = {b: [] for b in args.backend}
+    seen = set()
+    for run_name in runs:
+        path = os.path.join(args.data, run_name, "hlo.tar")
+        hlos = tar_members(path) if os.path.exists(path) else {}
+        for fname in sorted(hlos):
+            m = re.match(r"(.+)_(train|inference)_1_device\.hlo\.txt\.gz$", fname)
+            if not m or (m.group(1), m.group(2)) not in steps or (m.group(1), m.group(2)) in seen:
+                continue
+            model, mode = m.group(1), m.group(2)
+            seen.add((model, mode))
+            meas = steps[(model, mode)]["ms"]
+            text = gzip.decompress(hlos[fname]).decode()
+            xla = read_hlo_kernels(text)
+            module = compiled_module_text(text)
+            cells, launches = [], None
+            rec = {"model": model, "mode": mode, "measured_ms": meas, "xla_launches": xla.launches, "predicted_ms": {}}
+            for b in args.backend:
+                name, opts = backend_spec(b)
+                p = predict_step(module, system=args.system, backend=name, source=fname, backend_options=opts)
+                launches = p.kernel_count
+                e = (p.compute_ms - meas) / meas
+                errs[b].append(abs(e))
+                rec["predicted_ms"][b] = p.compute_ms
+                cells.append(f"{p.compute_ms:>9.1f}ms {100 * e:>+5.0f}%")
+            rec["launches"] = launches
+            doc.setdefault("compiled", []).append(rec)
+            print(f"{model:<12} {mode:<9} {meas:>7.2f}ms  {xla.launches:>9} / {launches:<8}" + " ".join(cells))
+    for b in args.backend:
+        if errs[b]:
+            print(f"MAPE {b:<11} {100 * sum(errs[b]) / len(errs[b]):5.1f}% over {len(errs[b])} compiled modules")
+    print()
+
+
 def section_speedup(args, runs, doc) -> None:
     """This GPU against another measured one (--compare DIR:SYSTEM): the measured speedup
     of each step against each backend's predicted speedup, and whether the prediction
@@ -619,7 +676,7 @@ def main(argv=None) -> int:
     ap.add_argument("--backend", action="append",
                     help="default: roofline and calibrated; NAME:KEY=VALUE,... gives a backend its options (learned:beyond=extrapolate)")
     ap.add_argument("--json", metavar="FILE")
-    ap.add_argument("--skip", action="append", default=[], choices=("steps", "kernels", "micro"))
+    ap.add_argument("--skip", action="append", default=[], choices=("steps", "compiled", "kernels", "micro"))
     ap.add_argument("--compare", metavar="DIR:SYSTEM", help="another GPU's measurements (e.g. benchmarks/data/gpu/h100-sxm:h100-sxm-x4): measured vs predicted speedup")
     args = ap.parse_args(argv)
     args.backend = args.backend or ["roofline", "calibrated"]
@@ -635,6 +692,8 @@ def main(argv=None) -> int:
         section_steps(args, runs, doc)
         if args.compare:
             section_speedup(args, runs, doc)
+    if "compiled" not in args.skip:
+        section_compiled(args, runs, doc)
     if "kernels" not in args.skip:
         section_kernels(args, runs, doc)
     if "kernels" not in args.skip:
