@@ -1609,3 +1609,34 @@ module {{
                           fusion="xla-gpu", backend="calibrated")
     (fusion,) = unique.ops("mhlo.fusion")
     assert "scatter_elements" not in ir.DictAttr(fusion.attributes["costmodel.kernel_cost"])
+
+
+def test_an_outlined_gemm_fusion_call_gets_the_gemm_model():
+    """A call of XLA's outlined GEMM fusion (a compiled module's `gemm_fusion_*`) is costed
+    as the dot it holds: kind gemm, the matrix units at its type's rate, the calibrated
+    backend's tile and wave model; it was a vector kernel at the f32 rate."""
+    dot = "stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<512x512xbf16>, tensor<512x512xbf16>) -> tensor<512x512xbf16>"
+    outlined = f"""
+module {{
+  func.func private @gemm_fusion_dot(%a: tensor<512x512xbf16>, %b: tensor<512x512xbf16>) -> tensor<512x512xbf16> {{
+    %0 = {dot}
+    return %0 : tensor<512x512xbf16>
+  }}
+  func.func @main(%a: tensor<512x512xbf16>, %b: tensor<512x512xbf16>) -> tensor<512x512xbf16> {{
+    %f = "mhlo.fusion"(%a) <{{fusion_kind = #mhlo<fusion_kind kLoop>}}> ({{
+    ^bb0(%x: tensor<512x512xbf16>):
+      %s = stablehlo.negate %x : tensor<512x512xbf16>
+      mhlo.return %s : tensor<512x512xbf16>
+    }}) : (tensor<512x512xbf16>) -> tensor<512x512xbf16>
+    %0 = func.call @gemm_fusion_dot(%f, %b) : (tensor<512x512xbf16>, tensor<512x512xbf16>) -> tensor<512x512xbf16>
+    return %0 : tensor<512x512xbf16>
+  }}
+}}
+"""
+    bare = f"func.func @main(%a: tensor<512x512xbf16>, %b: tensor<512x512xbf16>) -> tensor<512x512xbf16> {{\n  %0 = {dot}\n  return %0 : tensor<512x512xbf16>\n}}\n"
+    call = run_annotate(outlined, fusion="xla-gpu", backend="calibrated")
+    (k,) = [k for k in kernels(call) if k["root"] == "func.call"]
+    (ref,) = kernels(run_annotate(bare, fusion="xla-gpu", backend="calibrated"))
+    assert k["kind"] == ref["kind"] == "gemm"
+    assert k["flops"] == ref["flops"] == 2 * 512 * 512 * 512  # one FMA = 2 flops
+    assert k["time_ns"] == pytest.approx(ref["time_ns"], rel=1e-9)

@@ -1014,11 +1014,22 @@ def _call_kernel_cost(op, ft: Totals, callee=None) -> OpCost:
 
     nbytes_in = sum(type_info(v.type).nbytes for v in op.operands)
     nbytes_out = sum(type_info(v.type).nbytes for v in op.results)
+    from .rules import MATRIX, VECTOR, _dot_dtype
+
+    unit, dtype = VECTOR, "f32"
     if callee is not None and len(callee.regions[0].blocks):
         not_read, not_written = in_place_update_savings(callee.regions[0].blocks[0])
         nbytes_in -= not_read
         nbytes_out -= not_written
-    return OpCost(flops=ft.flops, transcendentals=ft.transcendentals, bytes_read=nbytes_in, bytes_written=nbytes_out)
+        # a dot or convolution inside: the kernel runs on the matrix units (mhlo_fusion_rule)
+        for inner in callee.regions[0].blocks[0].operations:
+            inner = inner.operation
+            if inner.name in ("stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution"):
+                unit = MATRIX
+                dtype = _dot_dtype(type_info(inner.operands[0].type), type_info(inner.operands[1].type))
+                break
+    return OpCost(flops=ft.flops, transcendentals=ft.transcendentals, bytes_read=nbytes_in, bytes_written=nbytes_out,
+                  unit=unit, dtype=dtype)
 
 
 def _scan_length_of(op) -> int:

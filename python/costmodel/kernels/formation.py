@@ -703,8 +703,23 @@ def _initial_kind(nd: Node, policy: str) -> str | None:
     if nd.name == "mhlo.copy":
         return "loop"
     if nd.name == "func.call":  # a call of an outlined XLA fusion (given kernels)
-        return "fusion"
+        callee = _callee_of(nd.op)
+        return _given_fusion_kind(callee) if callee is not None else "fusion"
     return "custom"
+
+
+def _callee_of(call):
+    """The func.func a func.call calls (looked up in the enclosing module), or None."""
+    from ..ir import ir
+
+    try:
+        name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+        top = call
+        while top.parent is not None:
+            top = top.parent
+        return ir.SymbolTable(top)[name]
+    except (KeyError, ValueError, TypeError, AttributeError):
+        return None
 
 
 def _given_fusion_kind(op) -> str:
@@ -2111,7 +2126,8 @@ def _gemm_shape(nd: Node) -> GemmShape | None:
     if nd.cls == OPAQUE:
         if c is not None and "gemm_shape" in c.extra:
             return GemmShape(*c.extra["gemm_shape"])
-        inner = _given_gemm_op(op) if nd.name == "mhlo.fusion" else None
+        given = op if nd.name == "mhlo.fusion" else _callee_of(op) if nd.name == "func.call" else None
+        inner = _given_gemm_op(given) if given is not None else None
         if inner is None:
             return None
         from ..rules import rule_for
