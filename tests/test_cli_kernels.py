@@ -284,3 +284,16 @@ def test_runs_of_a_weighted_branch_are_rounded():
                     launches=1, shape="tensor<f32>", location="")
     row.executions = 1 / 3
     assert " 0.33 " in render_table([row], 5).splitlines()[2]
+
+
+def test_a_compiled_module_on_the_cpu_preset_says_how_to_list_its_kernels(capsys):
+    """Audit find: on the cpu preset (fusion none) a compiled module's kernels were not
+    listed and the error suggested the hardware was the cause."""
+    import pathlib
+
+    f = pathlib.Path(__file__).parent / "data" / "xla_compiled" / "gemm512_given.mlir"
+    assert main(["kernels", str(f), "--hardware", "cpu"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "compiled by XLA (mhlo.fusion)" in err and "--fusion xla-gpu" in err
+    assert main(["kernels", str(f), "--hardware", "cpu", "--fusion", "xla-gpu"]) == 0
+    assert "fusion given" in capsys.readouterr().out

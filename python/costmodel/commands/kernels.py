@@ -84,6 +84,11 @@ def _kernels(args) -> int:
                 fusion=args.fusion or "",
             )
             if not has_kernels(module):
+                from ..predict import _compiled
+
+                if _compiled(module):  # XLA's own kernels, which fusion none costs as ops
+                    raise CommandError("no kernels were formed: the module is compiled by XLA (mhlo.fusion) and fusion "
+                                       "none costs its kernels as ops; give --fusion xla-gpu to list XLA's kernels")
                 raise CommandError("no kernels were formed (is the hardware a CPU? give --fusion xla-gpu)")
         from ..engine import SUMMARY_ATTR
         from ..ir import attr_number
