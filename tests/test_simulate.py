@@ -333,3 +333,30 @@ def test_a_manifest_system_that_is_no_object_falls_back(tmp_path):
     trace.manifest, trace.directory = {"system": "dgx-h100"}, d
     with pytest.raises(SimulationError, match="cannot tell which system the trace is for"):
         system_for_dir(trace)
+
+
+def test_perfetto_compute_slices_say_what_they_run(tmp_path, capsys):
+    """Audit find: a compute slice of the Perfetto trace was a bare name ("comp.1"); it now
+    carries its Chakra node's num_ops (flops), tensor_size (bytes), ops and kernels."""
+    from costmodel import driver
+    from costmodel.cli import main
+
+    src = tmp_path / "m.mlir"
+    src.write_text(
+        "module attributes {mhlo.num_replicas = 2 : i32} {\n"
+        "  func.func @main(%x: tensor<256x256xf32>, %w: tensor<256x256xf32>) -> tensor<256x256xf32> {\n"
+        "    %d = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>\n"
+        "    %e = stablehlo.exponential %d : tensor<256x256xf32>\n"
+        "    return %e : tensor<256x256xf32>\n  }\n}\n"
+    )
+    d = tmp_path / "chakra"
+    assert driver.main([str(src), "--annotate-cost=hardware=a100-40gb",
+                        f"--extract-collectives=system=a100-40gb-x4 chakra-dir={d}", "-o", str(tmp_path / "o.mlir")]) == 0
+    capsys.readouterr()
+    trace = tmp_path / "trace.json"
+    assert main(["simulate", str(d), "--system", "a100-40gb-x4", "--trace", str(trace)]) == 0
+    spans = [e for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X" and e["tid"] == 1]
+    assert spans and all({"num_ops", "tensor_size", "ops", "kernels"} <= set(e["args"]) for e in spans)
+    rank0 = [e for e in spans if e["pid"] == 0]
+    assert sum(e["args"]["num_ops"] for e in rank0) >= 2 * 256 * 256 * 256  # the dot: one FMA = 2 flops
+    assert sum(e["args"]["ops"] for e in rank0) == 2 and sum(e["args"]["kernels"] for e in rank0) >= 1

@@ -74,6 +74,9 @@ class SimNode:
     src: int = -1
     dst: int = -1
     tag: int = 0
+    # a compute node's (flops, bytes, ops, kernels) from its Chakra attributes, for the
+    # Perfetto trace's slice arguments (None: not a compute node, or none given)
+    info: tuple | None = None
 
 
 @dataclasses.dataclass
@@ -256,6 +259,9 @@ def convert_nodes(nodes: list, rank: int, num_ranks: int, groups: dict, roofline
                     s.duration_ns = int(num_ops / perf * 1e9) if perf > 0 else 0
             else:
                 s.duration_ns = n.duration_micros * 1000 if n.duration_micros else 1
+            if "op_count" in attrs:
+                s.info = tuple(attr_int(attrs[k]) if k in attrs else 0
+                               for k in ("num_ops", "tensor_size", "op_count", "kernel_count"))
         elif n.type in (COLL, SEND, RECV):
             size = attr_int(attrs["comm_size"]) if "comm_size" in attrs else None
             if size is None:
@@ -572,7 +578,9 @@ def simulate(
             st.comp_busy = True
             st.compute += node.duration_ns
             if records is not None:
-                records.append((st.rank, "compute", node.name, t, t + node.duration_ns, None))
+                info = node.info
+                args = None if info is None else {"num_ops": info[0], "tensor_size": info[1], "ops": info[2], "kernels": info[3]}
+                records.append((st.rank, "compute", node.name, t, t + node.duration_ns, args))
             push(t + node.duration_ns, "comp_done", st.rank, nid, t)
         if not st.comm_busy and st.ready_comm:
             nid = heapq.heappop(st.ready_comm)
@@ -722,7 +730,7 @@ def expand_simnodes(nodes: list[SimNode], loops: list, counts: list[int]) -> lis
                     break
         out.append(
             SimNode(new_id, node.type, node.name, [dep(d) for d in node.deps], node.duration_ns, node.comm_kind,
-                    node.comm_size, node.group, node.src, node.dst, tag)
+                    node.comm_size, node.group, node.src, node.dst, tag, node.info)
         )
     return out
 
