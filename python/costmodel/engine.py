@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from .ir import OUTLINED_FUSION_PREFIXES, DiagnosticEngine, count_attr, defining_op, f64_attr, ir
+from .ir import OUTLINED_FUSION_PREFIXES, DiagnosticEngine, callee_of, count_attr, defining_op, f64_attr, ir
 from .kernels.formation import COLLECTIVE_OPS
 from .rules import REGION_OPS, NotDecomposed, OpCost, Unsupported, rule_for
 from .shapes import type_info
@@ -164,7 +164,7 @@ def _single_op_of(value):
     if op is None:
         return None
     if op.name == "func.call" and len(op.results) == 1:  # a call of an outlined fusion
-        body = _callee(op)
+        body = callee_of(op)
         if body is None or len(body.regions[0].blocks) != 1:
             return None
         block = body.regions[0].blocks[0]
@@ -182,18 +182,6 @@ def _single_op_of(value):
         i = v.arg_number if isinstance(v, ir.BlockArgument) and v.owner == block else None
         mapped.append(outer[i] if i is not None else v)
     return root.name, mapped, root
-
-
-def _callee(call):
-    """The func.func a func.call calls (looked up in the enclosing module), or None."""
-    try:
-        name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
-        top = call
-        while top.parent is not None:
-            top = top.parent
-        return ir.SymbolTable(top)[name]
-    except (KeyError, ValueError, TypeError, AttributeError):
-        return None
 
 
 def _counted_loop_trips(while_op: ir.Operation) -> int | None:

@@ -790,6 +790,19 @@ def nested_ops(op) -> list:
     return out[1:]
 
 
+def callee_of(call):
+    """The func.func a func.call calls (looked up in the enclosing module's symbol table),
+    or None when it cannot be found."""
+    try:
+        name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+        top = call
+        while top.parent is not None:
+            top = top.parent
+        return ir.SymbolTable(top)[name]
+    except (KeyError, ValueError, TypeError, AttributeError):
+        return None
+
+
 def defining_op(value):
     """The operation that defines `value` (an ir.Operation), or None for a block
     argument."""

@@ -38,6 +38,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..collectives import GROUP_COLLECTIVE_OPS
+from ..ir import callee_of
 from ..rules import ELEMENTWISE_OPS, MATRIX, REGION_OPS, TRANSCENDENTAL_OPS, OpCost
 from ..shapes import type_info
 
@@ -703,23 +704,10 @@ def _initial_kind(nd: Node, policy: str) -> str | None:
     if nd.name == "mhlo.copy":
         return "loop"
     if nd.name == "func.call":  # a call of an outlined XLA fusion (given kernels)
-        callee = _callee_of(nd.op)
+        callee = callee_of(nd.op)
         return _given_fusion_kind(callee) if callee is not None else "fusion"
     return "custom"
 
-
-def _callee_of(call):
-    """The func.func a func.call calls (looked up in the enclosing module), or None."""
-    from ..ir import ir
-
-    try:
-        name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
-        top = call
-        while top.parent is not None:
-            top = top.parent
-        return ir.SymbolTable(top)[name]
-    except (KeyError, ValueError, TypeError, AttributeError):
-        return None
 
 
 def _given_fusion_kind(op) -> str:
@@ -2126,7 +2114,7 @@ def _gemm_shape(nd: Node) -> GemmShape | None:
     if nd.cls == OPAQUE:
         if c is not None and "gemm_shape" in c.extra:
             return GemmShape(*c.extra["gemm_shape"])
-        given = op if nd.name == "mhlo.fusion" else _callee_of(op) if nd.name == "func.call" else None
+        given = op if nd.name == "mhlo.fusion" else callee_of(op) if nd.name == "func.call" else None
         inner = _given_gemm_op(given) if given is not None else None
         if inner is None:
             return None
