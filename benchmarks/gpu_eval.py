@@ -330,24 +330,10 @@ def section_steps(args, runs, doc) -> None:
     print()
 
 
-def compiled_module_text(hlo_text: str) -> str:
-    """XLA's optimized HLO text converted to StableHLO/MHLO as jaxlib's `hlo_to_stablehlo`
-    converts it (mhlo.fusion ops, cuBLAS/cuDNN calls): a module the `given` kernel policy
-    costs one kernel per XLA launch."""
-    from jax._src.lib import hlo
-    from jaxlib import _jax
-
-    from costmodel.ir import ir, make_context
-
-    data = _jax.mlir.hlo_to_stablehlo(hlo.hlo_module_from_text(hlo_text).as_serialized_hlo_module_proto())
-    with make_context():
-        return ir.Module.parse(data).operation.get_asm(large_elements_limit=16)
-
-
 def section_compiled(args, runs, doc) -> None:
     """XLA's own optimized modules of the measured steps, costed as given (one kernel per
     XLA launch): our kernel time model alone, without our formation."""
-    from costmodel.kernels.xla_hlo import read_hlo_kernels
+    from costmodel.kernels.xla_hlo import hlo_to_mlir_text, read_hlo_kernels
     from costmodel.pipeline import predict_step
 
     steps = measured_steps(runs, args.data)
@@ -367,7 +353,7 @@ def section_compiled(args, runs, doc) -> None:
             meas = steps[(model, mode)]["ms"]
             text = gzip.decompress(hlos[fname]).decode()
             xla = read_hlo_kernels(text)
-            module = compiled_module_text(text)
+            module = hlo_to_mlir_text(text)
             cells, launches = [], None
             rec = {"model": model, "mode": mode, "measured_ms": meas, "xla_launches": xla.launches, "predicted_ms": {}}
             for b in args.backend:

@@ -118,14 +118,9 @@ def _hlo_text(name: str) -> str:
 
 def _converted(text: str) -> str:
     """The optimized HLO as `hlo_to_stablehlo` converts it (what the audit fed in)."""
-    hlo = pytest.importorskip("jax._src.lib").hlo
-    from jaxlib import _jax
+    from costmodel.kernels.xla_hlo import hlo_to_mlir_text
 
-    from costmodel.ir import ir, make_context
-
-    data = _jax.mlir.hlo_to_stablehlo(hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto())
-    with make_context():
-        return ir.Module.parse(data).operation.get_asm(large_elements_limit=16)
+    return hlo_to_mlir_text(text)
 
 
 def _xla_conv_flops(text: str) -> list:

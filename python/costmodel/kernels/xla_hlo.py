@@ -136,3 +136,18 @@ def read_hlo_kernels(text: str) -> HloKernels:
                 written = type_bytes(typ[1:].split("{", 1)[0].split(", ")[0])
         out.kernels.append(HloKernel(name, opcode, kind, read, written))
     return out
+
+
+def hlo_to_mlir_text(text: str) -> str:
+    """XLA's optimized HLO text as MLIR (StableHLO with the MHLO ops XLA's passes made:
+    mhlo.fusion, cuBLAS/cuDNN custom calls), converted by jaxlib's `hlo_to_stablehlo` as
+    a user converts a compiled module: what the `given` kernel policy costs one kernel per
+    XLA launch (benchmarks/gpu_eval.py section 1c, tests/test_kernels_xla_hlo.py)."""
+    from jax._src.lib import hlo
+    from jaxlib import _jax
+
+    from ..ir import ir, make_context
+
+    data = _jax.mlir.hlo_to_stablehlo(hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto())
+    with make_context():
+        return ir.Module.parse(data).operation.get_asm(large_elements_limit=16)
