@@ -70,6 +70,40 @@ def test_jax_export_forms_become_stablehlo(ctx, name):
     assert "stablehlo.dot_general" in text and "stablehlo.tanh" in text
 
 
+HLO_TEXT = """HloModule m, entry_computation_layout={(f32[1024,1024]{1,0})->f32[1024,1024]{1,0}}
+
+fused_computation {
+  p = f32[1024,1024]{1,0} parameter(0)
+  ROOT e = f32[1024,1024]{1,0} exponential(p)
+}
+
+ENTRY main {
+  x = f32[1024,1024]{1,0} parameter(0)
+  ROOT f = f32[1024,1024]{1,0} fusion(x), kind=kLoop, calls=fused_computation
+}
+"""
+
+
+def test_xla_hlo_text_is_read_as_xla_compiled_it(ctx):
+    """XLA HLO text (an --xla_dump_to file, compiled.as_text()) is read through jaxlib's
+    converter: an optimized module keeps XLA's fusions, one kernel each."""
+    from conftest import run_annotate
+
+    op = cir.load_module(ctx, HLO_TEXT, "m.hlo.txt")
+    text = str(op)
+    assert '"mhlo.fusion"' in text and "stablehlo.exponential" in text
+    a = run_annotate(HLO_TEXT, fusion="xla-gpu")
+    s = ir.DictAttr(a.module.attributes["costmodel.summary"])
+    assert ir.StringAttr(s["fusion"]).value == "given" and ir.IntegerAttr(s["kernel_count"]).value == 1
+    assert ir.IntegerAttr(s["total_transcendentals"]).value == 1024 * 1024
+
+
+def test_bad_hlo_text_is_one_error_at_its_line(ctx):
+    bad = "HloModule m\n\nENTRY main {\n  x = f32[8] parameter(0)\n  ROOT y = f32[8] bogus(x)\n}\n"
+    with pytest.raises(cir.InputError, match=r"^b\.hlo:5:19: error: expects opcode but sees: bogus"):
+        cir.load_module(ctx, bad, "b.hlo")
+
+
 def test_embedded_artifact_is_found_in_the_flatbuffer():
     assert cir._embedded_artifact(read("exported.bin")) == read("artifact.mlirbc")
     assert cir._embedded_artifact(b"no magic here") is None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+import re
 import struct
 import sys
 from typing import Iterable
@@ -282,13 +283,34 @@ def _wrap_in_module(ctx: ir.Context, op: ir.Operation) -> ir.Operation:
         return module.operation
 
 
+def _load_hlo_text(ctx: ir.Context, text: str, source_name: str) -> ir.Operation:
+    """XLA HLO text (an `--xla_dump_to` file, `jax.jit(f).lower(x).compile().as_text()`),
+    converted as jaxlib converts it (`hlo_to_stablehlo`): an optimized module becomes
+    StableHLO with XLA's fusions (`mhlo.fusion`) and library calls, which annotate-cost
+    costs one kernel per XLA launch; an unoptimized one plain StableHLO."""
+    from jaxlib import _hlo, _jax
+
+    try:
+        proto = _hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
+        data = _jax.mlir.hlo_to_stablehlo(proto)
+    except Exception as err:  # XLA's parser or converter: its status message
+        lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+        # "was parsing 5:19: error: ..." -> "file:5:19: error: ..."
+        where = next((m for m in (re.match(r"was parsing (\d+:\d+): (.*)", line) for line in lines) if m), None)
+        if where is not None:
+            raise InputError(f"{source_name}:{where.group(1)}: {where.group(2)}") from None
+        raise InputError(f"{source_name}: not XLA HLO text XLA can read: {lines[0] if lines else type(err).__name__}") from None
+    return _load_bytecode(ctx, data, source_name)
+
+
 def load_module(ctx: ir.Context, data: bytes | str, source_name: str) -> ir.Operation:
     """Parse text or bytecode (plain MLIR bytecode or a StableHLO portable artifact).
 
     Accepts: MLIR text (StableHLO, or VHLO as printed from a portable artifact), MLIR
     bytecode, StableHLO portable artifacts (`jax.export`'s `mlir_module_serialized`),
     and a whole serialized `jax.export.Exported` (`Exported.serialize()`, a flatbuffer
-    that wraps the portable artifact). Returns the top-level `builtin.module`
+    that wraps the portable artifact), and XLA HLO text (`HloModule ...`: an XLA dump,
+    `compiled.as_text()`; `_load_hlo_text`). Returns the top-level `builtin.module`
     operation, verified; a file holding other top-level ops is wrapped in an implicit
     module as mlir-opt does. VHLO is upgraded to StableHLO. Raises `ir.MLIRError`
     with the parser's diagnostics on malformed text, `InputError` (one line) on
@@ -310,7 +332,10 @@ def load_module(ctx: ir.Context, data: bytes | str, source_name: str) -> ir.Oper
                 ) from None
             op = _load_bytecode(ctx, embedded, source_name)
         else:
-            op = _parse_text(ctx, text, source_name)
+            if text.lstrip().startswith("HloModule"):
+                op = _load_hlo_text(ctx, text, source_name)
+            else:
+                op = _parse_text(ctx, text, source_name)
     if op.name != "builtin.module":
         op = _wrap_in_module(ctx, op)
     if _has_vhlo(op):

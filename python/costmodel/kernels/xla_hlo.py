@@ -143,11 +143,8 @@ def hlo_to_mlir_text(text: str) -> str:
     mhlo.fusion, cuBLAS/cuDNN custom calls), converted by jaxlib's `hlo_to_stablehlo` as
     a user converts a compiled module: what the `given` kernel policy costs one kernel per
     XLA launch (benchmarks/gpu_eval.py section 1c, tests/test_kernels_xla_hlo.py)."""
-    from jax._src.lib import hlo
-    from jaxlib import _jax
+    from ..ir import load_module, make_context
 
-    from ..ir import ir, make_context
-
-    data = _jax.mlir.hlo_to_stablehlo(hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto())
-    with make_context():
-        return ir.Module.parse(data).operation.get_asm(large_elements_limit=16)
+    ctx = make_context()
+    with ctx:
+        return load_module(ctx, text, "<hlo>").get_asm(large_elements_limit=16)
