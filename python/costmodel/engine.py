@@ -689,37 +689,19 @@ class CostEngine:
             t.bytes_written += cost.bytes_written
         return t
 
-    def _form_in_post_order(self, nodes):
-        """form_kernels over the block's ops in XLA's instruction post order (the order its
-        fusion passes walk, kernels/order.py), its kernels given back in program order:
-        members, copies and root (the last member) as the block lists them."""
-        from .kernels import form_kernels
-        from .kernels.order import xla_post_order
-
-        order = xla_post_order(nodes) if self.policy in ("xla-gpu", "xla-tpu") else None
-        if order is None:
-            return form_kernels(nodes, self.policy)
-        kernels = form_kernels([nodes[i] for i in order], self.policy)
-        for k in kernels:
-            k.node_ids = ids = sorted(order[j] for j in k.node_ids)
-            k.ops = [nodes[i].op for i in ids]
-            k.root = k.ops[-1]
-            k.duplicated_ids = dups = sorted(order[j] for j in k.duplicated_ids)
-            k.duplicated = [nodes[i].op for i in dups]
-        kernels.sort(key=lambda k: k.node_ids[-1])
-        return kernels
-
     def _form(self, nodes):
+        from .kernels import form_kernels
+
         if self.kernel_former is not None:
             return self.kernel_former.form(nodes)
         self._block_seq += 1
         cache = self._formation_cache
         if cache is None:
-            return self._form_in_post_order(nodes)
+            return form_kernels(nodes, self.policy)
         key = (self.policy, self._block_seq, len(nodes), tuple(nd.name for nd in nodes))
         hit = cache.get(key)
         if hit is None:
-            kernels = self._form_in_post_order(nodes)
+            kernels = form_kernels(nodes, self.policy)
             cache[key] = (
                 [dataclasses.replace(k, ops=[], root=None, duplicated=[]) for k in kernels],
                 [i for i, nd in enumerate(nodes) if nd.dead],

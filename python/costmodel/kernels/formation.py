@@ -441,7 +441,28 @@ class _Groups:
 
 
 def form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
-    """Kernels of one block, in program order of their roots."""
+    """Kernels of one block (its nodes in program order), in program order of their roots.
+    XLA's fusion passes walk the block in its instruction post order (kernels/order.py), and
+    so does this; each kernel's members, copies and root (its last member) are then given in
+    program order."""
+    from .order import xla_post_order
+
+    order = xla_post_order(nodes) if policy in ("xla-gpu", "xla-tpu") else None
+    if order is None:
+        return _form_kernels(nodes, policy)
+    kernels = _form_kernels([nodes[i] for i in order], policy)
+    for k in kernels:
+        k.node_ids = ids = sorted(order[j] for j in k.node_ids)
+        k.ops = [nodes[i].op for i in ids]
+        k.root = k.ops[-1]
+        k.duplicated_ids = dups = sorted(order[j] for j in k.duplicated_ids)
+        k.duplicated = [nodes[i].op for i in dups]
+    kernels.sort(key=lambda k: k.node_ids[-1])
+    return kernels
+
+
+def _form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
+    """form_kernels over the nodes in the order given."""
     n = len(nodes)
     if n == 0:
         return []
