@@ -589,3 +589,17 @@ def test_memory_of_deeply_nested_whiles_is_not_a_recursion_error(tmp_path, capsy
     assert main(["memory", str(p), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["peak_bytes"] >= 2 * 16  # the argument and its doubled copy, f32 x 4 each
+
+
+def test_a_compiled_in_place_update_writes_into_its_operand():
+    """Audit find: XLA's compiled scan stacks one row per step with a fusion that updates
+    the stacked buffer in place; the memory analysis gave that fusion's result a buffer of
+    its own (a second copy of the stacked output: 16 x 64 x 64 f32 more at the peak)."""
+    from test_kernels import COMPILED_SCAN
+
+    r = analyse(COMPILED_SCAN)
+    stacked, row = 16 * 64 * 64 * 4, 64 * 64 * 4
+    # the argument (not donated: the loop runs on a copy of it, the output), the row
+    # argument, the tanh's row and its loop carry: no third stacked buffer (835,596 bytes)
+    assert r.argument_bytes == stacked + row and r.output_bytes == stacked
+    assert r.peak_bytes == 2 * stacked + 3 * row + 12  # + the i32 counter's copies

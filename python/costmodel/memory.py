@@ -432,6 +432,12 @@ class _Block:
             b = None
             if op.name in IN_PLACE_OPERAND0_OPS and operand_ids:
                 b = self.reusable(operand_ids[0], i, size, external=external)
+            elif op.name == "mhlo.fusion" and op.regions and len(op.regions[0].blocks):
+                # a compiled kernel updating one of its operands in place (a scan's stacked
+                # output, a KV cache: rules.in_place_updates) writes into that buffer
+                k = _in_place_updates(op).get(r.result_number)
+                if k is not None and k < len(operand_ids):
+                    b = self.reusable(operand_ids[k], i, size, external=external)
             elif _elementwise_root(op):
                 for ids in operand_ids:
                     b = self.reusable(ids, i, size, external=external)
@@ -1042,6 +1048,13 @@ def _is_alias_op(op) -> bool:
             return False
         return target in _JAX_ANNOTATION_TARGETS
     return False
+
+
+def _in_place_updates(fusion) -> dict[int, int]:
+    """{result: operand} of an mhlo.fusion that updates operands in place (rules)."""
+    from .rules import in_place_updates
+
+    return in_place_updates(fusion.regions[0].blocks[0])
 
 
 def _elementwise_root(op) -> bool:

@@ -1649,6 +1649,27 @@ _BUFFER_VIEWS = frozenset({"mhlo.bitcast", "stablehlo.reshape", "mhlo.reshape"})
 _DUS_OPS = frozenset({"stablehlo.dynamic_update_slice", "mhlo.dynamic_update_slice"})
 
 
+def in_place_updates(block) -> dict[int, int]:
+    """{result index: parameter index} of a compiled kernel's results that are
+    dynamic_update_slices of its own parameters, which XLA GPU emits in place (the
+    parameter's buffer aliasing the result; see in_place_update_savings)."""
+    ops = list(block.operations)
+    out: dict[int, int] = {}
+    if not ops:
+        return out
+    for j, root in enumerate(ops[-1].operands):  # the terminator's operands: the kernel's results
+        if not isinstance(root, ir.OpResult) or root.owner.name not in _DUS_OPS:
+            continue
+        base = root.owner.operands[0]
+        while isinstance(base, ir.OpResult) and base.owner.name in _BUFFER_VIEWS and len(list(base.uses)) == 1:
+            base = base.owner.operands[0]
+        if not isinstance(base, ir.BlockArgument) or base.owner != block or len(list(base.uses)) != 1:
+            continue
+        if base.arg_number not in out.values():
+            out[j] = base.arg_number
+    return out
+
+
 def in_place_update_savings(block) -> tuple[int, int]:
     """(parameter bytes not read, result bytes not written) of a compiled kernel (an
     mhlo.fusion's body, an outlined fused_* computation) that returns dynamic_update_slices
@@ -1657,25 +1678,15 @@ def in_place_update_savings(block) -> tuple[int, int]:
     CanEmitFusedDynamicUpdateSliceInPlaceForGpu: the updated operand a parameter, perhaps
     through bitcasts, used by nothing else in the fusion). A scan's stacking of one row
     per step, a KV-cache write. (0, 0) when no result is such an update."""
-    ops = list(block.operations)
-    if not ops:
+    updates = in_place_updates(block)
+    if not updates:
         return 0, 0
+    roots = list(list(block.operations)[-1].operands)
     saved_read = saved_written = 0
-    done = set()
-    for root in ops[-1].operands:  # the terminator's operands: the kernel's results
-        if not isinstance(root, ir.OpResult) or root.owner.name not in _DUS_OPS:
-            continue
-        dus = root.owner
-        base = dus.operands[0]
-        while isinstance(base, ir.OpResult) and base.owner.name in _BUFFER_VIEWS and len(list(base.uses)) == 1:
-            base = base.owner.operands[0]
-        if not isinstance(base, ir.BlockArgument) or base.owner != block or len(list(base.uses)) != 1:
-            continue
-        if base.arg_number in done:
-            continue
-        done.add(base.arg_number)
-        saved_read += _info(base).nbytes
-        saved_written += max(0, _info(root).nbytes - _info(dus.operands[1]).nbytes)
+    for j, k in updates.items():
+        root = roots[j]
+        saved_read += _info(block.arguments[k]).nbytes
+        saved_written += max(0, _info(root).nbytes - _info(root.owner.operands[1]).nbytes)
     return saved_read, saved_written
 
 
