@@ -455,6 +455,13 @@ class _Builder:
         rank = len(x.shape)
         k = self.draw(st.integers(1, rank))
         dims = sorted(self.draw(st.permutations(range(rank)))[:k])
+        shape = tuple(n for j, n in enumerate(x.shape) if j not in dims)
+        return self._argmax(x, shape, '"stablehlo.reduce"', "", f" {{dimensions = array<i64: {', '.join(map(str, dims))}>}}")
+
+    def _argmax(self, x, shape, op: str, props: str, attrs: str) -> Value:
+        """A variadic `op` (reduce or reduce_window) of x and an i32 index operand whose
+        body keeps the larger value and its index (compare + 2 selects); `props`: its
+        properties (`<{...}>`), `attrs`: its attribute dictionary."""
         idx = self.arg(x.shape, "i32")
         self.use(x, idx)
         s, si = ttype((), x.dtype), "tensor<i32>"
@@ -463,15 +470,14 @@ class _Builder:
         self.emit(f"{c1} = stablehlo.constant dense<0> : {si}")
         a, b, c, d, p, v, i = (self.fresh(t) for t in "abcdpvi")
         out = self.fresh("r")
-        shape = tuple(n for j, n in enumerate(x.shape) if j not in dims)
         rv, ri = Value(out + "#0", shape, x.dtype), Value(out + "#1", shape, "i32")
-        self.emit(f'{out}:2 = "stablehlo.reduce"({x.name}, {idx.name}, {c0}, {c1}) ({{')
+        self.emit(f"{out}:2 = {op}({x.name}, {idx.name}, {c0}, {c1}){props} ({{")
         self.emit(f"^bb0({a}: {s}, {b}: {si}, {c}: {s}, {d}: {si}):", 2)
         self.emit(f"{p} = stablehlo.compare GE, {a}, {c} : ({s}, {s}) -> tensor<i1>", 4)
         self.emit(f"{v} = stablehlo.select {p}, {a}, {c} : tensor<i1>, {s}", 4)
         self.emit(f"{i} = stablehlo.select {p}, {b}, {d} : tensor<i1>, {si}", 4)
         self.emit(f"stablehlo.return {v}, {i} : {s}, {si}", 4)
-        self.emit(f"}}) {{dimensions = array<i64: {', '.join(map(str, dims))}>}} : ({x.type}, {idx.type}, {s}, {si}) -> ({rv.type}, {ri.type})")
+        self.emit(f"}}){attrs} : ({x.type}, {idx.type}, {s}, {si}) -> ({rv.type}, {ri.type})")
         self.add(ri)
         return rv
 
@@ -867,24 +873,7 @@ class _Builder:
         win, strides, pads, shape = self._window(x)
         if all(w == 1 for w in win):
             return None  # an identity (see _IDENTITY_NOTE)
-        idx = self.arg(x.shape, "i32")
-        self.use(x, idx)
-        s, si = ttype((), x.dtype), "tensor<i32>"
-        c0, c1 = self.fresh("c"), self.fresh("c")
-        self.emit(f"{c0} = stablehlo.constant dense<{_zero(x.dtype)}> : {s}")
-        self.emit(f"{c1} = stablehlo.constant dense<0> : {si}")
-        a, b, c, d, p, v, i = (self.fresh(t) for t in "abcdpvi")
-        out = self.fresh("r")
-        rv, ri = Value(out + "#0", shape, x.dtype), Value(out + "#1", shape, "i32")
-        self.emit(f'{out}:2 = "stablehlo.reduce_window"({x.name}, {idx.name}, {c0}, {c1}) <{{{self._window_attrs(win, strides, pads)}}}> ({{')
-        self.emit(f"^bb0({a}: {s}, {b}: {si}, {c}: {s}, {d}: {si}):", 2)
-        self.emit(f"{p} = stablehlo.compare GE, {a}, {c} : ({s}, {s}) -> tensor<i1>", 4)
-        self.emit(f"{v} = stablehlo.select {p}, {a}, {c} : tensor<i1>, {s}", 4)
-        self.emit(f"{i} = stablehlo.select {p}, {b}, {d} : tensor<i1>, {si}", 4)
-        self.emit(f"stablehlo.return {v}, {i} : {s}, {si}", 4)
-        self.emit(f"}}) : ({x.type}, {idx.type}, {s}, {si}) -> ({rv.type}, {ri.type})")
-        self.add(ri)
-        return rv
+        return self._argmax(x, shape, '"stablehlo.reduce_window"', f" <{{{self._window_attrs(win, strides, pads)}}}>", "")
 
     def op_is_finite(self, x):
         """select(is_finite(x), x, y): jnp.nan_to_num's form."""
