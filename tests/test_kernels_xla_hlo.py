@@ -123,22 +123,32 @@ def _converted(text: str) -> str:
     return hlo_to_mlir_text(text)
 
 
+def _dims(t: str) -> tuple:
+    return tuple(int(x) for x in _ARRAY.search(t).group(1).split(",") if x)
+
+
+def _calls(text: str, pattern):
+    """(line, call match, definition match, the shapes defined so far) of every line of
+    the HLO text that defines a value by a call `pattern` matches."""
+    shapes = {}
+    for line in text.splitlines():
+        d = _DEF.match(line)
+        if d:
+            shapes[d.group(1)] = d.group(2)
+        c = pattern.search(line)
+        if c and d:
+            yield line, c, d, shapes
+
+
 def _xla_conv_flops(text: str) -> list:
     """(target, result shape, flops) of every cuDNN call of the HLO text, from its window
     and dim_labels (which the conversion drops): 2 x batch x out features x in features
     per group x the (output, tap) pairs inside the input, counted one by one, plus the
     side input's add of a fused convolution (its bias is XLA's zero broadcast)."""
-    shapes, out = {}, []
-    for line in text.splitlines():
-        d = _DEF.match(line)
-        if d:
-            shapes[d.group(1)] = d.group(2)
-        c = _CONV_CALL.search(line)
-        if not (c and d):
-            continue
-        dims = lambda t: tuple(int(x) for x in _ARRAY.search(t).group(1).split(",") if x)
-        a, b = (dims(shapes[o.strip().lstrip("%")]) for o in c.group(1).split(",")[:2])
-        res, target = dims(d.group(2)), c.group(4)
+    out = []
+    for line, c, d, shapes in _calls(text, _CONV_CALL):
+        a, b = (_dims(shapes[o.strip().lstrip("%")]) for o in c.group(1).split(",")[:2])
+        res, target = _dims(d.group(2)), c.group(4)
         x, w, y = (res, b, a) if target.endswith("BackwardInput") else (a, res, b) if target.endswith("BackwardFilter") \
             else (a, b, res)
         win = dict(kv.split("=") for kv in c.group(2).split())
@@ -212,17 +222,10 @@ def _xla_gemm_flops(text: str) -> list:
     multiply per result element where alpha scales it (the attention scores' 1/sqrt(d))."""
     import json
 
-    shapes, out = {}, []
-    for line in text.splitlines():
-        d = _DEF.match(line)
-        if d:
-            shapes[d.group(1)] = d.group(2)
-        g = _GEMM_CALL.search(line)
-        if not (g and d):
-            continue
-        dims = lambda t: tuple(int(x) for x in _ARRAY.search(t).group(1).split(",") if x)
-        lhs = dims(shapes[g.group(1).split(",")[0].strip().lstrip("%")])
-        res = dims(d.group(2))
+    out = []
+    for line, g, d, shapes in _calls(text, _GEMM_CALL):
+        lhs = _dims(shapes[g.group(1).split(",")[0].strip().lstrip("%")])
+        res = _dims(d.group(2))
         cfg = json.loads(g.group(3))["gemm_backend_config"]
         k = math.prod(lhs[int(i)] for i in cfg["dot_dimension_numbers"]["lhs_contracting_dimensions"])
         assert cfg["beta"] == 0 and cfg["epilogue"] == "DEFAULT"
