@@ -3,6 +3,8 @@ and one-line errors for user mistakes."""
 
 import json
 
+import pytest
+
 from costmodel.cli import main
 
 # a convolution, its filter gradient and a ReLU (bf16, NHWC as JAX writes them)
@@ -297,3 +299,82 @@ def test_a_compiled_module_on_the_cpu_preset_says_how_to_list_its_kernels(capsys
     assert err.count("\n") == 1 and "compiled by XLA (mhlo.fusion)" in err and "--fusion xla-gpu" in err
     assert main(["kernels", str(f), "--hardware", "cpu", "--fusion", "xla-gpu"]) == 0
     assert "fusion given" in capsys.readouterr().out
+
+
+# JAX's op names as `.as_text(debug_info=True)` writes them: a name per op (its scope and
+# primitive), a private function whose ops are named relative to it, called from a scope
+NAMED = """
+#a = loc("jit(loss)/jvp(M)/encoder/dot_general")
+#b = loc("jit(loss)/jvp(M)/jit(relu)")
+#c = loc("max")
+#d = loc("jit(loss)/transpose(jvp(M))/head/dot_general")
+#e = loc("jit(loss)/transpose(jvp(M))/head/exp")
+module @jit_loss {
+  func.func public @main(%x: tensor<256x512xf32>, %w: tensor<512x1024xf32>, %v: tensor<1024x512xf32>) -> (tensor<256x1024xf32>, tensor<256x512xf32>) {
+    %h = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<256x512xf32>, tensor<512x1024xf32>) -> tensor<256x1024xf32> loc(#a)
+    %r = call @relu(%h) : (tensor<256x1024xf32>) -> tensor<256x1024xf32> loc(#b)
+    %y = stablehlo.dot_general %r, %v, contracting_dims = [1] x [0] : (tensor<256x1024xf32>, tensor<1024x512xf32>) -> tensor<256x512xf32> loc(#d)
+    %e = stablehlo.exponential %y : tensor<256x512xf32> loc(#e)
+    %z = stablehlo.divide %e, %e : tensor<256x512xf32> loc("div")
+    return %r, %z : tensor<256x1024xf32>, tensor<256x512xf32>
+  }
+  func.func private @relu(%arg0: tensor<256x1024xf32>) -> tensor<256x1024xf32> {
+    %cst = stablehlo.constant dense<0.000000e+00> : tensor<256x1024xf32> loc(#c)
+    %0 = stablehlo.maximum %arg0, %cst : tensor<256x1024xf32> loc(#c)
+    return %0 : tensor<256x1024xf32>
+  }
+}
+"""
+
+
+def test_by_scope_sums_kernels_by_their_jax_scope(tmp_path, capsys):
+    f = tmp_path / "named.mlir"
+    f.write_text(NAMED)
+    assert main(["kernels", str(f), "--hardware", "h100-sxm", "--json"]) == 0
+    kernels = json.loads(capsys.readouterr().out)["kernels"]
+    names = sorted(k["name"] for k in kernels)
+    # the inlined ReLU is named by its call site, then by its own name
+    assert "jit(loss)/jvp(M)/jit(relu)/max" in names
+    assert main(["kernels", str(f), "--hardware", "h100-sxm", "--by", "scope", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    scopes = {s["scope"]: s for s in doc["scopes"]}
+    assert "kernels" not in doc
+    by_kernel = {}
+    for k in kernels:
+        from costmodel.kernels.report import scope_of
+
+        by_kernel.setdefault(scope_of(k["name"]), []).append(k)
+    assert set(scopes) == set(by_kernel)
+    for scope, ks in by_kernel.items():
+        assert scopes[scope]["time_ns"] == pytest.approx(sum(k["total_time_ns"] for k in ks))
+        assert scopes[scope]["kernels"] == len(ks)
+    assert sum(s["launches"] for s in doc["scopes"]) == doc["kernel_count"]
+    # depth 2: the forward and the backward of M
+    assert main(["kernels", str(f), "--hardware", "h100-sxm", "--by", "scope", "--depth", "2"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split()[-1] for line in out.splitlines()[4:] if line.strip()]
+    assert set(rows) <= {"jit(loss)/jvp(M)", "jit(loss)/transpose(jvp(M))", "scope)"}
+    assert "jit(loss)/jvp(M)" in rows and "jit(loss)/transpose(jvp(M))" in rows
+
+
+def test_kernel_table_says_where_each_kernel_is(tmp_path, capsys):
+    f = tmp_path / "named.mlir"
+    f.write_text(NAMED)
+    assert main(["kernels", str(f), "--hardware", "h100-sxm"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines()[4:] if line.strip()]
+    assert any(r.endswith("in jit(loss)/transpose(jvp(M))/head") and "1: dot_general" in r for r in rows)
+    # the first GEMM's epilogue is the inlined ReLU: the kernel is where its root is
+    assert any(r.endswith("in jit(loss)/jvp(M)/jit(relu)") and "dot_general,maximum" in r for r in rows)
+    assert any(r.endswith("in (no scope)") for r in rows)  # `div`: a primitive outside every scope
+
+
+def test_by_scope_errors_are_one_line(tmp_path, capsys):
+    f = tmp_path / "p.mlir"
+    f.write_text(PROGRAM)  # no op names
+    assert main(["kernels", str(f), "--by", "scope"]) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "no kernel's op carries a name" in err and "debug_info=True" in err
+    assert main(["kernels", str(f), "--depth", "2"]) == 1
+    assert "--depth applies to --by scope" in capsys.readouterr().err
+    assert main(["kernels", str(f), "--by", "scope", "--depth", "0"]) == 1
+    assert "--depth must be >= 1" in capsys.readouterr().err

@@ -8,6 +8,7 @@ global batch 8 on 4 devices, 64x64 images (the op structure does not depend on e
 from __future__ import annotations
 
 import collections
+import json
 import os
 import re
 import subprocess
@@ -375,3 +376,16 @@ def test_export_options_out_of_range_are_refused(kw, message):
 
     with pytest.raises(ExportError, match=re.escape(message)):
         ExportOptions("resnet18", devices=2, global_batch=4, **kw).validate()
+
+
+def test_debug_info_export_keeps_op_names_for_scopes(tmp_path_factory, capsys):
+    """--debug-info keeps JAX's op names through the replica form; `costmodel kernels --by
+    scope` then sums the step's time by flax module, forward and backward apart."""
+    from costmodel.cli import main
+
+    path = _export(tmp_path_factory, "r18_debug", "--debug-info")
+    assert main(["kernels", path, "--hardware", "h100-sxm", "--by", "scope", "--depth", "2", "--top", "50", "--json"]) == 0
+    scopes = {s["scope"] for s in json.loads(capsys.readouterr().out)["scopes"]}
+    blocks = [f"jvp(ResNet)/ResNetBlock_{i}" for i in range(sum(R18.stage_sizes))]
+    assert set(blocks) <= scopes
+    assert {f"transpose({b.split('/')[0]})/{b.split('/')[1]}" for b in blocks} <= scopes

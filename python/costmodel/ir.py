@@ -176,6 +176,19 @@ def location_name(loc: ir.Location) -> str | None:
     return None
 
 
+def location_op_name(loc: ir.Location) -> str | None:
+    """The op's full JAX name (`jit(f)/jvp(M)/jit(relu)/max`), or None: as `location_name`,
+    but an op inlined from a private function (a call-site location) is named by its call
+    site's name followed by its own, which JAX gives relative to the function (`max`)."""
+    if loc.typeid == ir.CallSiteLoc.static_typeid:
+        site = ir.CallSiteLoc(loc)
+        callee, caller = location_op_name(site.callee), location_op_name(site.caller)
+        if callee and caller:
+            return f"{caller}/{callee}"
+        return callee or caller
+    return location_name(loc)
+
+
 def format_location(loc: ir.Location | None, fallback: str = "<unknown>") -> str:
     """`file:line:col` as mlir-opt prints it; else the location's name (serialized JAX
     exports: `jit(f)/jit(main)/dot_general`); else `fallback` for unknown locations."""

@@ -15,8 +15,20 @@ def register(subparsers) -> None:
         help="list the kernels of a program by time (annotates it first unless it already carries kernels)",
     )
     p.add_argument("file", help="StableHLO module (text or bytecode; '-' for stdin), annotated or not")
-    p.add_argument("--top", type=int, default=20, metavar="N", help="show the N costliest kernels (default 20; 0: none, the totals only)")
+    p.add_argument("--top", type=int, default=20, metavar="N",
+                   help="show the N costliest kernels, or scopes (default 20; 0: none, the totals only)")
     p.add_argument("--json", action="store_true", help="print every kernel as JSON")
+    p.add_argument(
+        "--by",
+        choices=("kernel", "scope"),
+        default="kernel",
+        help="kernel: one row per kernel (the default); scope: the kernels' time summed by the JAX name "
+        "scope of each kernel's root op (`jit(f)/jvp(M)/encoder`; exports keep op names with "
+        "`.as_text(debug_info=True)` or jax.export)",
+    )
+    p.add_argument("--depth", type=int, metavar="N",
+                   help="with --by scope: the first N parts of each scope (2 splits forward `jvp(M)` from "
+                   "backward `transpose(jvp(M))`)")
     p.add_argument("--hardware", help="annotate on this hardware (default: keep the file's annotation, else h100-sxm)")
     p.add_argument("--backend", help="cost backend when annotating (default roofline)")
     p.add_argument("--fusion", help="kernel formation when annotating: xla-gpu, xla-tpu, iree (default: by hardware; "
@@ -46,6 +58,10 @@ def _kernels(args) -> int:
 
     if args.top < 0:
         raise CommandError(f"--top must be >= 0, got {args.top}")
+    if args.depth is not None and args.by != "scope":
+        raise CommandError("--depth applies to --by scope")
+    if args.depth is not None and args.depth < 1:
+        raise CommandError(f"--depth must be >= 1, got {args.depth}")
     if args.fusion == "none":
         raise CommandError("--fusion none forms no kernels; use xla-gpu, xla-tpu or iree")
     try:
@@ -118,6 +134,17 @@ def _kernels(args) -> int:
             sys.stderr.write(line + "\n")
         for note in notes:
             sys.stderr.write(f"note: {note}\n")
+    scopes = None
+    if args.by == "scope":
+        from ..kernels.report import UNNAMED_SCOPE, by_scope
+
+        if rows and not any(r.name for r in rows):
+            raise CommandError(
+                f"{source}: no kernel's op carries a name, so there are no scopes; JAX writes op names with "
+                "`jax.jit(f).lower(...).as_text(debug_info=True)` (or `costmodel workloads export --debug-info`)"
+            )
+        scopes = by_scope(rows, args.depth)
+        unnamed = next((s for s in scopes if s.scope == UNNAMED_SCOPE), None)
     if args.json:
         doc = {
             "hardware": hw,
@@ -128,15 +155,25 @@ def _kernels(args) -> int:
             "total_time_ns": total_ns,
             "not_costed": uncosted,
             "kernels_not_run": not_run,
-            "kernels": [r.to_dict() for r in rows],
         }
+        if scopes is not None:
+            doc["scopes"] = [s.to_dict() for s in scopes]
+        else:
+            doc["kernels"] = [r.to_dict() for r in rows]
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return 0
     sys.stdout.write(
         f"{source}: {count} kernel launches, {kbytes / 1e9:.3f} GB moved, {total_ns / 1e6:.3f} ms "
         f"on {hw} ({backend}, fusion {fusion})\n\n"
     )
-    if args.top:
+    if scopes is not None:
+        from ..kernels.report import render_scopes
+
+        if args.top:
+            sys.stdout.write(render_scopes(scopes, args.top, total_ns) + "\n")
+        if unnamed is not None:
+            sys.stdout.write(f"note: {unnamed.kernels} kernel(s) with no op name are under {UNNAMED_SCOPE}\n")
+    elif args.top:
         sys.stdout.write(render_table(rows, args.top, total_ns) + "\n")
     if uncosted:
         sys.stdout.write(f"note: {uncosted}\n")

@@ -131,6 +131,12 @@ def register(subparsers) -> None:
         "shard-map: jax's own lowering (num_partitions = N, sdy.manual_computation)",
     )
     ex.add_argument(
+        "--debug-info",
+        action="store_true",
+        help="keep JAX's op names and source locations in the text (`costmodel kernels --by scope` sums the "
+        "time by them); a larger file",
+    )
+    ex.add_argument(
         "-o", "--output", default="-", metavar="FILE", help="output file ('-': standard output, the default)"
     )
     ex.set_defaults(func=_export)
@@ -204,6 +210,7 @@ def _resnet_options(args):
         dtype=args.dtype,
         nesterov=get("nesterov", False),
         sync_batch_stats=get("sync_batch_stats", True),
+        debug_info=args.debug_info,
         **{k: get(k, v) for k, v in _RESNET_ONLY.items()},
     )
 
@@ -226,6 +233,7 @@ def _llama_options(args):
         sharding=args.sharding or "shardy",
         scan=bool(args.scan),
         layers=args.layers,
+        debug_info=args.debug_info,
     )
 
 

@@ -29,6 +29,9 @@ class KernelRow:
     ops: list = field(default_factory=list)  # op names (root last)
     shape: str = ""  # the root's result type
     location: str = ""
+    # the name of its root's location: JAX's op name (`jit(f)/transpose(jvp(M))/head/dot_general`),
+    # what XLA's profiles call the kernel's op_name; empty when the export has none
+    name: str = ""
     # who timed it, where the backend says (profiled/learned: measured, cache, learned,
     # fallback); empty for roofline and calibrated
     profile: str = ""
@@ -61,6 +64,7 @@ class KernelRow:
             "ops": self.ops,
             "shape": self.shape,
             "location": self.location,
+            **({"name": self.name} if self.name else {}),
             **({"profile": self.profile} if self.profile else {}),
             **({"conv": self.conv} if self.conv else {}),
             **({"target": self.target} if self.target else {}),
@@ -101,7 +105,7 @@ _CALLS = {"func.call": "callee", "stablehlo.composite": "decomposition"}
 
 def collect_kernels(module) -> list[KernelRow]:
     """Every kernel of the module with its executions per program run."""
-    from ..ir import format_location
+    from ..ir import format_location, location_op_name
 
     rows: dict[int, KernelRow] = {}
     members: dict[int, list] = {}
@@ -137,6 +141,7 @@ def collect_kernels(module) -> list[KernelRow]:
                             launches=_int(d, "launches") or 1,
                             shape=shape,
                             location=format_location(child.location, ""),
+                            name=location_op_name(child.location) or "",
                             profile=ir.StringAttr(d["profile"]).value if "profile" in d else "",
                             conv=ir.StringAttr(d["conv"]).value if "conv" in d else "",
                             target=(ir.StringAttr(attrs["call_target_name"]).value
@@ -263,5 +268,90 @@ def render_table(rows: list[KernelRow], top: int, total_ns: float | None = None)
             + f"{_fmt_bytes(r.bytes_read + r.bytes_written):>10} "
             f"{r.flops:>10.3g}  {len(r.ops)}: {_ops_text(r.ops)}{f' [{r.conv}]' if r.conv else ''}"
             f"{f' @{r.target}' if r.target else ''} -> {r.shape}"
+            # where in the program, when the export names its ops (JAX's debug info)
+            + (f"  in {scope_of(r.name)}" if r.name else "")
+        )
+    return "\n".join(lines)
+
+
+# -- time by source scope ---------------------------------------------------------------
+
+UNNAMED_SCOPE = "(no name)"
+TOP_SCOPE = "(no scope)"  # an op named by its primitive alone: outside every named scope
+
+
+def name_parts(name: str) -> list[str]:
+    """A JAX op name split at its `/`s outside parentheses: `jit(f)/transpose(jvp(M))/head/
+    dot_general` -> ['jit(f)', 'transpose(jvp(M))', 'head', 'dot_general']."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(name):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+        elif ch == "/" and depth == 0:
+            parts.append(name[start:i])
+            start = i + 1
+    parts.append(name[start:])
+    return [p for p in parts if p]
+
+
+def scope_of(name: str, depth: int | None = None) -> str:
+    """The scope of an op named `name`: its name without the last part (the primitive, as
+    JAX names ops), cut to its first `depth` parts; UNNAMED_SCOPE for no name, TOP_SCOPE
+    for a name of one part (a primitive outside every scope). The
+    forward and the backward of a module are apart from the second part on
+    (`jvp(M)` and `transpose(jvp(M))`)."""
+    parts = name_parts(name)
+    if not parts:
+        return UNNAMED_SCOPE
+    if len(parts) == 1:
+        return TOP_SCOPE
+    parts = parts[:-1]
+    if depth is not None:
+        parts = parts[:depth]
+    return "/".join(parts)
+
+
+@dataclass
+class ScopeRow:
+    scope: str
+    kernels: int = 0  # distinct kernels whose root is in the scope
+    launches: int | float = 0  # launches per program run
+    time_ns: float = 0.0  # per program run
+    flops: int | float = 0
+    bytes: int | float = 0
+
+    def to_dict(self) -> dict:
+        return {"scope": self.scope, "kernels": self.kernels, "launches": self.launches,
+                "time_ns": self.time_ns, "flops": self.flops, "bytes": self.bytes}
+
+
+def by_scope(rows: list[KernelRow], depth: int | None = None) -> list[ScopeRow]:
+    """The kernels' time, launches, flops and bytes per program run, summed by the scope of
+    each kernel's root (`scope_of`), costliest first."""
+    out: dict[str, ScopeRow] = {}
+    for r in rows:
+        scope = scope_of(r.name, depth)
+        s = out.get(scope)
+        if s is None:
+            s = out[scope] = ScopeRow(scope)
+        n = r.executions
+        s.kernels += 1
+        s.launches += r.launches * n
+        s.time_ns += r.total_time_ns
+        s.flops += r.flops * n
+        s.bytes += (r.bytes_read + r.bytes_written) * n
+    return sorted(out.values(), key=lambda s: (-s.time_ns, s.scope))
+
+
+def render_scopes(scopes: list[ScopeRow], top: int, total_ns: float | None = None) -> str:
+    total = total_ns if total_ns else sum(s.time_ns for s in scopes) or 1.0
+    header = f"{'time':>10} {'share':>6} {'kernels':>7} {'launches':>8} {'bytes':>10} {'flops':>10}  scope"
+    lines = [header, "-" * len(header)]
+    for s in scopes[:top]:
+        lines.append(
+            f"{_fmt_ns(s.time_ns):>10} {100 * s.time_ns / total:>5.1f}% {s.kernels:>7} {_fmt_runs(s.launches):>8} "
+            f"{_fmt_bytes(s.bytes):>10} {s.flops:>10.3g}  {s.scope}"
         )
     return "\n".join(lines)

@@ -88,6 +88,9 @@ class ExportOptions:
     nesterov: bool = False
     sync_batch_stats: bool = True
     form: str = "replicas"
+    # keep JAX's op names and source locations (`as_text(debug_info=True)`): `costmodel
+    # kernels --by scope` sums time by them
+    debug_info: bool = False
 
     def validate(self) -> "ExportOptions":
         def choice(what, value, allowed):
@@ -202,6 +205,7 @@ class LlamaExportOptions:
     sharding: str = "shardy"
     scan: bool = False
     layers: int | None = None
+    debug_info: bool = False  # as ExportOptions.debug_info
 
     @property
     def devices(self) -> int:
@@ -379,12 +383,12 @@ def _export_in_process(opts) -> str:
     import jax
 
     if isinstance(opts, LlamaExportOptions):
-        return lower_llama(opts, jax.devices("cpu")[: opts.devices]).as_text()
+        return lower_llama(opts, jax.devices("cpu")[: opts.devices]).as_text(debug_info=opts.debug_info)
     text = lower_step(opts, jax.devices("cpu")[: opts.devices])
     if opts.form == "replicas":
         from .replicas import to_replica_form
 
-        text = to_replica_form(text, opts.devices, module_name=f"pmap_{opts.mode}_step")
+        text = to_replica_form(text, opts.devices, module_name=f"pmap_{opts.mode}_step", debug_info=opts.debug_info)
     return text
 
 
@@ -531,7 +535,7 @@ def lower_step(opts: ExportOptions, devices) -> str:
     _model, state, batch = abstract_state_and_batch(opts)
     out_axes = (None, 0) if opts.mode == "train" else 0
     step = jax.pmap(make_step(opts), axis_name="batch", in_axes=(None, 0), out_axes=out_axes, devices=devices)
-    return step.lower(state, batch).as_text()
+    return step.lower(state, batch).as_text(debug_info=opts.debug_info)
 
 
 def lower_llama(opts: LlamaExportOptions, devices):

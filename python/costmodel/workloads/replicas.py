@@ -32,8 +32,9 @@ def _int_attr(op, name: str, default: int) -> int:
     return ir.IntegerAttr(op.attributes[name]).value
 
 
-def to_replica_form(text: str, num_devices: int, *, module_name: str | None = None) -> str:
-    """The replica form of jax's pmap lowering `text` (see the module doc)."""
+def to_replica_form(text: str, num_devices: int, *, module_name: str | None = None, debug_info: bool = False) -> str:
+    """The replica form of jax's pmap lowering `text` (see the module doc); `debug_info`
+    keeps the ops' locations (JAX's op names)."""
     ctx = make_context()
     with ctx, ir.Location.unknown(ctx):
         module = load_module(ctx, text, "<pmap lowering>")
@@ -41,7 +42,7 @@ def to_replica_form(text: str, num_devices: int, *, module_name: str | None = No
         if module_name:
             module.attributes["sym_name"] = ir.StringAttr.get(module_name)
         module.verify()
-        return print_module(module).decode("utf-8")
+        return print_module(module, debug_info=debug_info).decode("utf-8")
 
 
 def _rewrite(module, n: int) -> None:
