@@ -729,3 +729,26 @@ def test_counts_beyond_int64_saturate_in_the_trace(tmp_path):
     nodes = [n for n in read_trace(str(trace / "trace.0.et"))[1] if n.type == pb.COMP_NODE]
     (loop,) = [n for n in nodes if any(a.name == "num_ops" and a.int64_val == INT64_MAX for a in n.attr)]
     assert loop.duration_micros > 0
+
+
+def test_async_collectives_of_xla_hlo_reach_the_trace_and_sends_are_said(tmp_path, capsys):
+    """XLA's async pairs (`all-reduce-start`/`-done` ...) come from HLO text as async_start
+    ops holding their collective inline: each is a communication node of the trace, and
+    the export message counts point-to-point sends beside the collectives."""
+    from costmodel import cli, driver
+    from test_ir import HLO_SPMD
+
+    module = tmp_path / "spmd.hlo"
+    module.write_text(HLO_SPMD)
+    trace = tmp_path / "t"
+    rc = driver.main([str(module), "--annotate-cost=hardware=h100-sxm",
+                      f"--extract-collectives=system=h100-sxm-x4 chakra-dir={trace}", "-o", "/dev/null"])
+    err = capsys.readouterr().err
+    # the all-reduce and the all-gather; the collective-permute's one send per rank
+    assert rc == 0 and "chakra: wrote 4 ranks" in err and "2 collectives and 1 point-to-point send per rank" in err
+    report = check_dir(str(trace))
+    assert report.ok and report.collectives_per_rank == 2 and report.messages == 4  # a ring of 4 ranks
+    # predict prices them (it read 0 communication before)
+    assert cli.main(["predict", str(module), "--system", "h100-sxm-x4", "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)["rows"][0]
+    assert run["comm_ms"] > 0

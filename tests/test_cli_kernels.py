@@ -378,3 +378,37 @@ def test_by_scope_errors_are_one_line(tmp_path, capsys):
     assert "--depth applies to --by scope" in capsys.readouterr().err
     assert main(["kernels", str(f), "--by", "scope", "--depth", "0"]) == 1
     assert "--depth must be >= 1" in capsys.readouterr().err
+
+
+LOOP = """
+func.func @main(%x: tensor<64x256xf32>, %w: tensor<256x256xf32>, %n: tensor<i32>) -> tensor<64x256xf32> {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %c1 = stablehlo.constant dense<1> : tensor<i32>
+  %r:2 = stablehlo.while(%i = %c0, %h = %x) : tensor<i32>, tensor<64x256xf32>
+    cond {
+      %lt = stablehlo.compare LT, %i, %n : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %lt : tensor<i1>
+    } do {
+      %d = stablehlo.dot_general %h, %w, contracting_dims = [1] x [0] : (tensor<64x256xf32>, tensor<256x256xf32>) -> tensor<64x256xf32>
+      %t = stablehlo.tanh %d : tensor<64x256xf32>
+      %j = stablehlo.add %i, %c1 : tensor<i32>
+      stablehlo.return %j, %t : tensor<i32>, tensor<64x256xf32>
+    }
+  return %r#1 : tensor<64x256xf32>
+}
+"""
+
+
+def test_unknown_trip_count_is_given_as_predict_gives_it(tmp_path, capsys):
+    f = tmp_path / "loop.mlir"
+    f.write_text(LOOP)
+    assert main(["kernels", str(f), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "--unknown-trip-count N" in captured.err  # the warning names this command's flag
+    once = {k["ops"][-1]: k["executions"] for k in json.loads(captured.out)["kernels"]}
+    assert main(["kernels", str(f), "--unknown-trip-count", "5", "--json"]) == 0
+    five = {k["ops"][-1]: k["executions"] for k in json.loads(capsys.readouterr().out)["kernels"]}
+    assert once["stablehlo.tanh"] == 1 and five["stablehlo.tanh"] == 5
+    for bad, message in (("x", "expects a whole number"), ("-3", "expects 0 to 2^63-1"), (" ", "needs a value")):
+        assert main(["kernels", str(f), "--unknown-trip-count", bad]) == 1
+        assert message in capsys.readouterr().err

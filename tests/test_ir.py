@@ -104,6 +104,98 @@ def test_bad_hlo_text_is_one_error_at_its_line(ctx):
         cir.load_module(ctx, bad, "b.hlo")
 
 
+# a 4-device SPMD program as XLA prints it: the device count in the HloModule line only,
+# async collective pairs, a while loop whose trip count XLA knows (backend_config)
+HLO_SPMD = """\
+HloModule m, num_partitions=4, entry_computation_layout={(f32[1024]{0})->(f32[1024]{0}, f32[4096]{0}, f32[1024]{0})}
+
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+
+ENTRY e {
+  p = f32[1024]{0} parameter(0), sharding={replicated}
+  ars = f32[1024]{0} all-reduce-start(p), channel_id=1, replica_groups={{0,1,2,3}}, use_global_device_ids=true, to_apply=add
+  ard = f32[1024]{0} all-reduce-done(ars)
+  ags = (f32[1024]{0}, f32[4096]{0}) all-gather-start(p), channel_id=2, replica_groups={{0,1,2,3}}, dimensions={0}, use_global_device_ids=true
+  agd = f32[4096]{0} all-gather-done(ags)
+  cps = (f32[1024]{0}, f32[1024]{0}, u32[], u32[]) collective-permute-start(p), channel_id=3, source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
+  cpd = f32[1024]{0} collective-permute-done(cps)
+  ROOT t = (f32[1024]{0}, f32[4096]{0}, f32[1024]{0}) tuple(ard, agd, cpd)
+}
+"""
+
+HLO_LOOP = """\
+HloModule loop, replica_count=2
+
+body {
+  p = (s32[], f32[64]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f32[64] get-tuple-element(p), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one), metadata={op_name="jit(g)/while/body/add"}
+  y = f32[64] sine(x), metadata={op_name="jit(g)/while/body/sin"}
+  ROOT t = (s32[], f32[64]) tuple(j, y)
+}
+
+cond {
+  p = (s32[], f32[64]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] get-tuple-element(p), index=0
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+ENTRY e {
+  x = f32[64] parameter(0)
+  n = s32[] parameter(1)
+  t = (s32[], f32[64]) tuple(n, x)
+  w = (s32[], f32[64]) while(t), condition=cond, body=body, metadata={op_name="jit(g)/while"}, backend_config={"known_trip_count":{"n":"7"}}
+  ROOT r = f32[64] get-tuple-element(w), index=1
+}
+"""
+
+
+def test_hlo_header_counts_become_module_attributes(ctx):
+    op = cir.load_module(ctx, HLO_SPMD, "spmd.hlo")
+    assert ir.IntegerAttr(op.attributes["mhlo.num_partitions"]).value == 4
+    assert "mhlo.num_replicas" not in op.attributes  # 1: XLA does not print it
+    op = cir.load_module(ctx, HLO_LOOP, "loop.hlo")
+    assert ir.IntegerAttr(op.attributes["mhlo.num_replicas"]).value == 2
+
+
+def test_xla_known_trip_count_is_kept(ctx):
+    op = cir.load_module(ctx, HLO_LOOP, "loop.hlo")
+    loops = [o for o in cir.walk_ops(op) if o.name == "stablehlo.while"]
+    assert len(loops) == 1
+    assert ir.IntegerAttr(loops[0].attributes[cir.TRIP_COUNT_ATTR]).value == 7
+    # two loops of one name with different counts: neither is guessed
+    two = HLO_LOOP.replace(
+        "  ROOT r = f32[64] get-tuple-element(w), index=1",
+        "  r = f32[64] get-tuple-element(w), index=1\n"
+        "  t2 = (s32[], f32[64]) tuple(n, r)\n"
+        '  w2 = (s32[], f32[64]) while(t2), condition=cond, body=body, metadata={op_name="jit(g)/while"}, '
+        'backend_config={"known_trip_count":{"n":"9"}}\n'
+        "  ROOT r2 = f32[64] get-tuple-element(w2), index=1",
+    )
+    op = cir.load_module(ctx, two, "two.hlo")
+    loops = [o for o in cir.walk_ops(op) if o.name == "stablehlo.while"]
+    assert len(loops) == 2 and all(cir.TRIP_COUNT_ATTR not in w.attributes for w in loops)
+
+
+def test_hlo_text_after_a_comment_or_a_byte_order_mark(ctx):
+    for text in ("// dumped by XLA\n/* pass: x */\n" + HLO_LOOP, "\ufeff" + HLO_LOOP):
+        op = cir.load_module(ctx, text, "c.hlo")
+        assert any(o.name == "stablehlo.while" for o in cir.walk_ops(op))
+
+
+def test_hlo_that_does_not_verify_is_said_to_be_hlo(ctx):
+    bad = "HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT a = f32[5] add(p, p)\n}\n"
+    with pytest.raises(cir.InputError, match=r"^s\.hlo: XLA HLO that is not a valid program: .*same shape"):
+        cir.load_module(ctx, bad, "s.hlo")
+
+
 def test_embedded_artifact_is_found_in_the_flatbuffer():
     assert cir._embedded_artifact(read("exported.bin")) == read("artifact.mlirbc")
     assert cir._embedded_artifact(b"no magic here") is None

@@ -313,7 +313,87 @@ def _load_hlo_text(ctx: ir.Context, text: str, source_name: str) -> ir.Operation
         if where is not None:
             raise InputError(f"{source_name}:{where.group(1)}: {where.group(2)}") from None
         raise InputError(f"{source_name}: not XLA HLO text XLA can read: {lines[0] if lines else type(err).__name__}") from None
-    return _load_bytecode(ctx, data, source_name)
+    with ctx:
+        try:
+            op = ir.Module.parse(data).operation
+        except ir.MLIRError as err:  # XLA read it, but its StableHLO does not verify
+            first = err.error_diagnostics[0].message if err.error_diagnostics else str(err)
+            first = first.strip().splitlines()[0] if first.strip() else "it does not verify"
+            raise InputError(f"{source_name}: XLA HLO that is not a valid program: {first}") from None
+        _hlo_header_attrs(op, text)
+        _hlo_known_trip_counts(op, text)
+    return op
+
+
+# a loop's trip count given by the user or by XLA (`known_trip_count`): annotate-cost reads it
+TRIP_COUNT_ATTR = "costmodel.trip_count"
+
+# the HloModule line's replica and partition counts (HloModule::ToString prints each when
+# it is not 1), which XLA's converter does not carry into the module
+_HLO_HEADER_COUNT = re.compile(r"[,\s](replica_count|num_partitions)=(\d+)")
+
+
+def _hlo_header_attrs(op: ir.Operation, text: str) -> None:
+    """`mhlo.num_replicas` / `mhlo.num_partitions` from the HloModule line, as JAX's
+    lowering writes them: a partitioned dump's collectives name devices beyond device 0."""
+    header = hlo_text_start(text).split("\n", 1)[0]
+    keys = {"replica_count": "mhlo.num_replicas", "num_partitions": "mhlo.num_partitions"}
+    for key, value in _HLO_HEADER_COUNT.findall(header):
+        if keys[key] not in op.attributes and 1 <= int(value) < 2**31:
+            op.attributes[keys[key]] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), int(value))
+
+
+_HLO_WHILE = re.compile(r"\swhile\(")
+_HLO_KNOWN_TRIPS = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"?(\d+)"?')
+_HLO_OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
+
+
+def _hlo_known_trip_counts(op: ir.Operation, text: str) -> None:
+    """XLA's `known_trip_count` of each while loop (its backend_config, which the
+    converter drops) as `costmodel.trip_count` on the converted `stablehlo.while`. Loops
+    are matched by their op name (the location the converter gives them, from the
+    instruction's metadata): all loops of one name get the count when the HLO gives
+    them all the same one, and there are as many of them on both sides."""
+    counts: dict = {}
+    for line in text.splitlines():
+        if not _HLO_WHILE.search(line):
+            continue
+        trips = _HLO_KNOWN_TRIPS.search(line)
+        name = _HLO_OP_NAME.search(line)
+        key = name.group(1).replace('\\"', '"').replace("\\\\", "\\") if name else None
+        counts.setdefault(key, []).append(int(trips.group(1)) if trips else None)
+    if not any(n is not None for ns in counts.values() for n in ns):
+        return
+    loops: dict = {}
+    for child in walk_ops(op):
+        if child.name == "stablehlo.while":
+            loops.setdefault(location_name(child.location), []).append(child)
+    i64 = ir.IntegerType.get_signless(64)
+    for key, ns in counts.items():
+        ops = loops.get(key, [])
+        if len(ops) != len(ns) or None in ns or len(set(ns)) != 1 or ns[0] >= 2**63:
+            continue
+        for w in ops:
+            if TRIP_COUNT_ATTR not in w.attributes:
+                w.attributes[TRIP_COUNT_ATTR] = ir.IntegerAttr.get(i64, ns[0])
+
+
+def hlo_text_start(text: str) -> str:
+    """`text` from its first line that is not blank or a comment (`//`, `/* */`): HLO
+    text starts there with `HloModule`."""
+    pos, n = 0, len(text)
+    while pos < n:
+        if text[pos].isspace():
+            pos += 1
+        elif text.startswith("//", pos):
+            end = text.find("\n", pos)
+            pos = n if end < 0 else end + 1
+        elif text.startswith("/*", pos):
+            end = text.find("*/", pos + 2)
+            pos = n if end < 0 else end + 2
+        else:
+            break
+    return text[pos:]
 
 
 def load_module(ctx: ir.Context, data: bytes | str, source_name: str) -> ir.Operation:
@@ -345,7 +425,9 @@ def load_module(ctx: ir.Context, data: bytes | str, source_name: str) -> ir.Oper
                 ) from None
             op = _load_bytecode(ctx, embedded, source_name)
         else:
-            if text.lstrip().startswith("HloModule"):
+            if text.startswith("\ufeff"):  # a byte order mark, as some editors write
+                text = text[1:]
+            if hlo_text_start(text).startswith("HloModule"):
                 op = _load_hlo_text(ctx, text, source_name)
             else:
                 op = _parse_text(ctx, text, source_name)

@@ -341,7 +341,7 @@ class _Builder:
         if hit is not None:
             return hit
         key = CALL_OPS.get(op.name)
-        if key is not None:
+        if key is not None and key in op.attributes:  # (an async_start may hold its region inline)
             try:
                 callee = ir.FlatSymbolRefAttr(op.attributes[key]).value
             except (KeyError, ValueError):
@@ -620,7 +620,7 @@ class _Builder:
             self.bind(op.results, ret)
             return
         key = CALL_OPS.get(name)
-        if key is not None:
+        if key is not None and key in op.attributes:
             callee = ir.FlatSymbolRefAttr(op.attributes[key]).value
             fn = self.funcs.get(callee)
             if fn is None or callee in self._stack:
@@ -639,7 +639,8 @@ class _Builder:
             self._stack.pop()
             self.bind(op.results, ret)
             return
-        # manual_computation, named_computation, scan, unknown: each region once
+        # manual_computation, named_computation, scan, an async_start holding its
+        # computation inline (XLA's async collectives), unknown: each region once
         # (chlo.scan: `length` times), block arguments bound to the operands.
         repeat = self.cost(op)[3] if name == "chlo.scan" else None
         ret = []
@@ -1596,8 +1597,12 @@ def busiest_rank_collectives(manifest: dict) -> int:
     """Collectives of the busiest rank: the one count that the export message, `costmodel
     simulate` and `costmodel chakra check` all report as "collectives per rank" (idle
     ranks of a system larger than the program do not dilute it)."""
+    return _busiest_rank(manifest, "COMM_COLL_NODE")
+
+
+def _busiest_rank(manifest: dict, node_type: str) -> int:
     per_rank = manifest.get("per_rank") or []
-    return max((int((r.get("node_counts") or {}).get("COMM_COLL_NODE", 0)) for r in per_rank), default=0)
+    return max((int((r.get("node_counts") or {}).get(node_type, 0)) for r in per_rank), default=0)
 
 
 def resolve_output_dir(options: dict, session) -> str:
@@ -1667,9 +1672,13 @@ def run_from_pass(
     cwd = getattr(session, "cwd", None) or os.getcwd()
     counts = result.manifest["node_counts"]
     total_nodes = sum(counts.values())
+    # point-to-point traffic (collective-permutes, send/recv: a pipeline's stages) too,
+    # which a count of collectives alone hides
+    sends = _busiest_rank(result.manifest, "COMM_SEND_NODE")
     session.messages.append(
         f"chakra: wrote {result.num_ranks} ranks ({total_nodes} nodes, "
-        f"{busiest_rank_collectives(result.manifest)} collectives per rank) "
+        f"{busiest_rank_collectives(result.manifest)} collectives"
+        f"{f' and {sends} point-to-point send' + ('s' if sends != 1 else '') if sends else ''} per rank) "
         f"to {_display(result.directory, cwd)}/"
     )
     for w in result.manifest["warnings"]:

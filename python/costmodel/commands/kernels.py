@@ -34,6 +34,12 @@ def register(subparsers) -> None:
     p.add_argument("--fusion", help="kernel formation when annotating: xla-gpu, xla-tpu, iree (default: by hardware; "
                    "none forms no kernels, so it is refused here)")
     p.add_argument(
+        "--unknown-trip-count",
+        metavar="N",
+        help="when annotating: iterations of every while loop whose trip count the IR does not fix (a "
+        "data-dependent loop) and that has no costmodel.trip_count of its own (default: one, with a warning)",
+    )
+    p.add_argument(
         "--inline",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -62,6 +68,16 @@ def _kernels(args) -> int:
         raise CommandError("--depth applies to --by scope")
     if args.depth is not None and args.depth < 1:
         raise CommandError(f"--depth must be >= 1, got {args.depth}")
+    trips = None
+    if args.unknown_trip_count is not None:
+        from ..passes.annotate_cost import trip_option
+
+        if not args.unknown_trip_count.strip():
+            raise CommandError("--unknown-trip-count needs a value, got an empty one")
+        try:
+            trips = trip_option(args.unknown_trip_count.strip())
+        except InputError as err:
+            raise CommandError(f"--unknown-trip-count {err}") from None
     if args.fusion == "none":
         raise CommandError("--fusion none forms no kernels; use xla-gpu, xla-tpu or iree")
     try:
@@ -80,7 +96,7 @@ def _kernels(args) -> int:
             raise CommandError(f"{source} has no public function with a body: no kernels to list")
         notes: list = []
         first_annotation = 0
-        if args.hardware or args.backend or args.fusion or not has_kernels(module):
+        if args.hardware or args.backend or args.fusion or trips is not None or not has_kernels(module):
             warned = partition_if_needed(module, diags, notes)
             for line in warned:
                 sys.stderr.write(line + "\n")
@@ -98,6 +114,8 @@ def _kernels(args) -> int:
                 hardware=args.hardware or DEFAULT_HARDWARE,
                 backend=args.backend or DEFAULT_BACKEND,
                 fusion=args.fusion or "",
+                unknown_trip_count=trips,
+                trip_count_option="--unknown-trip-count N",
             )
             if not has_kernels(module):
                 from ..predict import _compiled
