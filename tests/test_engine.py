@@ -254,3 +254,51 @@ def test_formation_cache_without_nested_costs_keeps_totals_and_kernels():
                 assert "costmodel.cost" not in da and "costmodel.cost" in db, nb
             else:
                 assert da == db, (i, nb)
+
+
+_EXTERN = """
+func.func private @{name}(%x: tensor<64xf32>) -> tensor<64xf32>
+func.func @main(%x: tensor<64xf32>) -> tensor<64xf32> {{
+  %0 = "mhlo.fusion"(%x) <{{fusion_kind = #mhlo<fusion_kind kLoop>}}> ({{
+  ^bb0(%a: tensor<64xf32>):
+    %1 = stablehlo.exponential %a : tensor<64xf32>
+    mhlo.return %1 : tensor<64xf32>
+  }}) : (tensor<64xf32>) -> tensor<64xf32>
+  %2 = func.call @{name}(%0) : (tensor<64xf32>) -> tensor<64xf32>
+  %3 = stablehlo.composite "my.op" %2 {{decomposition = @{name}}} : (tensor<64xf32>) -> tensor<64xf32>
+  return %3 : tensor<64xf32>
+}}"""
+
+
+@pytest.mark.parametrize("name", ["ext_fn", "fused_x"])
+@pytest.mark.parametrize("fusion", ["none", "xla-gpu"])
+def test_call_of_a_declaration_is_unsupported_not_zero(name, fusion):
+    """audit F5: a func.call (or composite) of a function without a body (a declaration)
+    cost 0 flops and 0 time with no warning; in a compiled module a call of a bodiless
+    @fused_x became a 0-flop kernel. It is unsupported, counted and warned about."""
+    from costmodel.kernels.report import collect_kernels
+
+    a = run_annotate(_EXTERN.format(name=name), fusion=fusion)
+    for op in a.ops("func.call") + a.ops("stablehlo.composite"):
+        why = ir.StringAttr(op.attributes["costmodel.unsupported"]).value
+        assert why.startswith(f"calls @{name}, which has no body")
+        assert "costmodel.cost" not in op.attributes and "costmodel.kernel" not in op.attributes
+    assert a.engine.unsupported_ops == {"func.call": 1, "stablehlo.composite": 1}
+    summary = ir.DictAttr(a.module.attributes["costmodel.summary"])
+    assert ir.IntegerAttr(summary["unsupported_count"]).value == 2
+    assert sum(f"calls @{name}, which has no body" in d.message for d in a.diagnostics) == 2
+    assert a.totals.transcendentals == 64  # the fusion's exponential, nothing from the calls
+    if fusion != "none":
+        assert [r.ops[-1] for r in collect_kernels(a.module)] == ["mhlo.fusion"]
+
+
+def test_call_of_a_declaration_through_the_driver(tmp_path, capfd):
+    from costmodel import driver
+
+    src = tmp_path / "extern.mlir"
+    src.write_text(_EXTERN.format(name="ext_fn"))
+    out = tmp_path / "out.mlir"
+    assert driver.main([str(src), "--annotate-cost", "-o", str(out)]) == 0
+    err = capfd.readouterr().err
+    assert "calls @ext_fn, which has no body" in err and "Traceback" not in err
+    assert out.read_text().count("costmodel.unsupported = ") == 2

@@ -104,7 +104,7 @@ def test_cublas_gemm_of_the_audit_is_one_gemm_kernel():
     # the two calls whose backend_config cannot be read stay unsupported, with the reason
     why = {ir.StringAttr(op.attributes["call_target_name"]).value: ir.StringAttr(op.attributes["costmodel.unsupported"]).value
            for op in (conv, lt)}
-    assert "is not JSON" in why["__cudnn$convForward"] and "cudnn_conv_backend_config" in why["__cudnn$convForward"]
+    assert "is not valid JSON" in why["__cudnn$convForward"] and "cudnn_conv_backend_config" in why["__cudnn$convForward"]
     assert "has no gemm_backend_config" in why["__cublas$lt$matmul"]
     assert a.engine.unsupported_ops == {"stablehlo.custom_call": 2}
 
@@ -229,7 +229,7 @@ def test_library_call_fuses_no_prologue_or_epilogue():
 @pytest.mark.parametrize(
     "config,reason",
     [
-        ('"not json at all {"', "is not JSON"),
+        ('"not json at all {"', "is not valid JSON"),
         ("{odd = 3 : i64}, api_version = 4 : i32", "has no gemm_backend_config"),  # a typed-FFI dictionary
         ('"{}"', "has no gemm_backend_config"),
         (None, "has no backend_config"),
@@ -515,3 +515,185 @@ def test_workspace_counts_at_the_peak_of_its_call():
     assert rep.output_at_peak_bytes == out and rep.temp_at_peak_bytes == ws
     live = {b.kind: b for b in rep.live_at_peak if b.bytes == ws}
     assert "temporary" in live and live["temporary"].name.endswith("workspace")
+
+
+# ---------------------------------------------------------------------------
+# Bad backend_configs: unsupported with the reason, never a traceback or a crash
+# ---------------------------------------------------------------------------
+
+_GEMM_OPS = [(64, 32), (32, 16)]
+
+
+def _gemm_raw(fields: str) -> str:
+    """A GemmBackendConfig for a 64x32 by 32x16 GEMM with `fields` (raw JSON) added."""
+    return _json('{"gemm_backend_config":{"alpha_real":1,"beta":0,"dot_dimension_numbers":{'
+                 '"lhs_contracting_dimensions":["1"],"rhs_contracting_dimensions":["0"],'
+                 '"lhs_batch_dimensions":[],"rhs_batch_dimensions":[]}%s}}' % fields)
+
+
+def _assert_unsupported(text: str, reason: str, fusion: str = "xla-gpu"):
+    a = run_annotate(text, fusion=fusion)
+    op = _the_call(a)
+    assert reason in ir.StringAttr(op.attributes["costmodel.unsupported"]).value
+    assert "costmodel.cost" not in op.attributes
+    assert a.engine.unsupported_ops == {op.name: 1}
+    assert any(reason in d.message for d in a.diagnostics)
+    return a
+
+
+@pytest.mark.parametrize("value", ['["BIAS"]', "true", "{}", "1.5", "null"])
+def test_gemm_epilogue_of_a_wrong_json_type_is_unsupported(value):
+    """audit F2: `"epilogue":["BIAS"]` raised TypeError (unhashable list) and `true` was
+    read as BIAS (enum number 1); a GemmBackendConfig's epilogue is a name or a number."""
+    text = _call_module("__cublas$gemm", _GEMM_OPS, (64, 16), _gemm_raw(',"epilogue":%s' % value), dtype="f32")
+    _assert_unsupported(text, "backend_config field epilogue")
+
+
+@pytest.mark.parametrize("value,extra_flops", [('"BIAS_RELU"', 2), ("3", 2), ('"3"', 2), ('"GELU"', 8)])
+def test_gemm_epilogue_as_a_name_or_its_number(value, extra_flops):
+    text = _call_module("__cublas$gemm", _GEMM_OPS, (64, 16), _gemm_raw(',"epilogue":%s' % value), dtype="f32")
+    a = run_annotate(text, fusion="xla-gpu")
+    assert a.engine.unsupported_ops == {}
+    assert a.cost(_the_call(a))["flops"] == 2 * 64 * 16 * 32 + extra_flops * 64 * 16
+
+
+@pytest.mark.parametrize(
+    "fields,reason",
+    [
+        (',"alpha_real":true', "alpha_real = True is not a number"),
+        (',"beta":[0]', "beta = [0] is not a number"),
+        (',"epilogue":"\u00b3"', None),  # a unicode digit is a name, not a number: unknown epilogue
+    ],
+)
+def test_gemm_scalars_of_a_wrong_json_type(fields, reason):
+    text = _call_module("__cublas$gemm", _GEMM_OPS, (64, 16), _gemm_raw(fields), dtype="f32")
+    if reason is None:
+        a = run_annotate(text, fusion="xla-gpu")
+        assert a.engine.unsupported_ops == {}
+        return
+    _assert_unsupported(text, reason)
+
+
+@pytest.mark.parametrize("dims,reason", [('"1"', "is not a list of dimensions"), ("[true]", "is not a count"),
+                                         ('{"1": 1}', "is not a list of dimensions"), ("[1.0]", "is not a count")])
+def test_gemm_dimension_numbers_of_a_wrong_json_type(dims, reason):
+    cfg = _json('{"gemm_backend_config":{"dot_dimension_numbers":{"lhs_contracting_dimensions":%s,'
+                '"rhs_contracting_dimensions":["0"]}}}' % dims)
+    _assert_unsupported(_call_module("__cublas$gemm", _GEMM_OPS, (64, 16), cfg, dtype="f32"), reason)
+
+
+@pytest.mark.parametrize("value", ["{}", '["kRelu"]', "false"])
+def test_conv_activation_of_a_wrong_json_type_is_unsupported(value):
+    """audit F2: `"activation_mode":{}` raised TypeError (unhashable dict)."""
+    cfg = _json('{"cudnn_conv_backend_config":{"conv_result_scale":1,"activation_mode":%s}}' % value)
+    text = _call_module("__cudnn$convForward", [(8, 16, 16, 4), (8, 3, 3, 4)], (8, 16, 16, 8), cfg, dtype="f32")
+    _assert_unsupported(text, "backend_config field activation_mode")
+
+
+@pytest.mark.parametrize("target,operands,config", [
+    ("__cublas$gemm", _GEMM_OPS, _gemm_config([1], [0])),
+    ("__cudnn$convForward", [(8, 16, 16, 4), (8, 3, 3, 4)], _conv_config()),
+])
+def test_library_call_returning_an_empty_tuple_is_unsupported(target, operands, config):
+    """audit F3: a cuBLAS / cuDNN call whose result is `tuple<>` raised IndexError."""
+    args = ", ".join(f"%a{i}: {_ty(s)}" for i, s in enumerate(operands))
+    names = ", ".join(f"%a{i}" for i in range(len(operands)))
+    text = f"""func.func @main({args}) {{
+  %0 = stablehlo.custom_call @{target}({names}) {{backend_config = "{config}"}} : ({", ".join(_ty(s) for s in operands)}) -> tuple<>
+  return
+}}"""
+    _assert_unsupported(text, "returns no array (an empty tuple)")
+
+
+@pytest.mark.parametrize("x,w,y", [((8, 16, 16, 0), (8, 3, 3, 4), (8, 16, 16, 8)),  # 0 input features
+                                   ((8, 16, 16, 4), (0, 3, 3, 4), (8, 16, 16, 0)),  # 0 output features
+                                   ((0, 16, 16, 4), (8, 3, 3, 4), (0, 16, 16, 8))])  # an empty batch
+def test_cudnn_conv_with_a_zero_extent_is_unsupported(x, w, y):
+    """audit F3: 0 input features raised ZeroDivisionError in cudnn_conv_problem."""
+    text = _call_module("__cudnn$convForward", [x, w], y, _conv_config(), dtype="f32")
+    _assert_unsupported(text, "have a zero extent")
+
+
+def test_attention_config_of_a_wrong_json_type_is_unsupported():
+    """cudnn_attention_rule: dimensions that are no counts, a mask that is no name, too
+    few operands: unsupported with the reason."""
+    qkv, out = "tensor<2x128x4x64xbf16>", "tensor<2x4x128x64xbf16>"
+
+    def module(cfg: str, operands: int = 3) -> str:
+        args = ", ".join(f"%a{i}: {qkv}" for i in range(operands))
+        names = ", ".join(f"%a{i}" for i in range(operands))
+        return f"""func.func @main({args}) -> {out} {{
+  %0:2 = stablehlo.custom_call @__cudnn$fmhaSoftmax({names}) {{backend_config = "{_json(cfg)}"}} : ({", ".join([qkv] * operands)}) -> ({out}, tensor<0xui8>)
+  return %0#0 : {out}
+}}"""
+
+    good = '{"cudnn_fmha_backend_config":{"intermediate_tensor_shape":{"dimensions":["2","4","128","128"]}%s}}'
+    assert run_annotate(module(good % "")).engine.unsupported_ops == {}
+    for cfg, reason in [
+        (good.replace('"128","128"', "true,128") % "", "is not a count"),
+        (good % ',"mask_type":["CAUSAL"]', "is not a mask name"),
+        (good % ',"sliding_window_length":"x"', "is not a count"),
+        ('{"cudnn_fmha_backend_config":[]}', "no cudnn_fmha_backend_config with the score shape"),
+        ("[[[", "is not valid JSON"),
+    ]:
+        _assert_unsupported(module(cfg), reason, fusion="none")
+    _assert_unsupported(module(good % "", operands=2), "fused attention reads Q, K and V", fusion="none")
+
+
+def test_json_nesting_is_bounded_relative_to_the_callers_depth():
+    """parse_config_json keeps json's C recursion to JSON_MAX_NESTING levels above its
+    caller, however deep the caller's (Python) stack is under ir.DEEP_RECURSION: a config
+    within the bound parses there, a deeper one is invalid (no crash either way: this
+    depth is safe for the C stack)."""
+    from costmodel.ir import DEEP_RECURSION, recursion_limit
+    from costmodel.rules import JSON_MAX_NESTING, InvalidConfigJSON, parse_config_json
+
+    ok = "[" * 100 + "]" * 100
+    deep = "[" * (JSON_MAX_NESTING + 500) + "]" * (JSON_MAX_NESTING + 500)
+
+    def at_depth(n, fn):
+        return fn() if n == 0 else at_depth(n - 1, fn)
+
+    with recursion_limit(DEEP_RECURSION):
+        for frames in (0, 5_000):
+            assert at_depth(frames, lambda: parse_config_json(ok)) is not None
+            with pytest.raises(InvalidConfigJSON, match="nested more than"):
+                at_depth(frames, lambda: parse_config_json(deep))
+    with pytest.raises(InvalidConfigJSON, match="Expecting value"):
+        parse_config_json("[")
+
+
+def test_deeply_nested_backend_config_is_unsupported_not_a_crash(tmp_path):
+    """audit F1: a backend_config of 100,000 `[` segfaulted (exit 139) in json.loads,
+    which annotate-cost ran under its 200,000-frame recursion limit. Each library call
+    that parses JSON (cuBLAS, cuDNN convolution, cuDNN attention, Pallas TPU) is
+    unsupported, with the reason, at 20,000 and 100,000 levels. In a subprocess: a
+    regression crashes it, not the test run."""
+    import subprocess
+    import sys
+
+    calls = [("__cublas$gemm", [(64, 32), (32, 16)], (64, 16)),
+             ("__cudnn$convForward", [(8, 16, 16, 4), (8, 3, 3, 4)], (8, 16, 16, 8)),
+             ("__cudnn$fmhaSoftmax", [(2, 8, 4, 16)] * 3, (2, 4, 8, 16)),
+             ("tpu_custom_call", [(64, 32)], (64, 32))]
+    for depth in (20_000, 100_000):
+        body = []
+        for i, (target, operands, result) in enumerate(calls):
+            names = ", ".join(f"%x{i}_{j}" for j in range(len(operands)))
+            body.append(f'  %r{i} = stablehlo.custom_call @{target}({names}) {{backend_config = "{"[" * depth}"}} : '
+                        f'({", ".join(_ty(s, "f32") for s in operands)}) -> {_ty(result, "f32")}')
+        args = ", ".join(f"%x{i}_{j}: {_ty(s, 'f32')}" for i, (_, ops, _r) in enumerate(calls) for j, s in enumerate(ops))
+        src = tmp_path / f"deep{depth}.mlir"
+        src.write_text(f"func.func @main({args}) {{\n" + "\n".join(body) + "\n  return\n}\n")
+        out = tmp_path / f"out{depth}.mlir"
+        code = "import sys; from costmodel.driver import main; sys.exit(main(sys.argv[1:]))"
+        proc = subprocess.run([sys.executable, "-c", code, str(src), "--annotate-cost", "-o", str(out)],
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+        assert "Traceback" not in proc.stderr
+        assert proc.stderr.count("backend_config is not valid JSON (nested more than") == len(calls), proc.stderr[-3000:]
+        assert out.read_text().count("costmodel.unsupported = ") == len(calls)
+        code = "import sys; from costmodel.cli import main; sys.exit(main(sys.argv[1:]))"
+        proc = subprocess.run([sys.executable, "-c", code, "kernels", str(src)], capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+        assert "Traceback" not in proc.stderr and "not valid JSON" in proc.stdout + proc.stderr

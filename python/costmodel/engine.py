@@ -412,6 +412,8 @@ class CostEngine:
             entries = []
             for name, fn in funcs:
                 t = self.func_totals(name)
+                if t is None:  # a declaration: costed (unsupported) where it is called
+                    continue
                 vis = fn.attributes["sym_visibility"] if "sym_visibility" in fn.attributes else None
                 if vis is None or ir.StringAttr(vis).value == "public":
                     total.add(t)
@@ -489,8 +491,8 @@ class CostEngine:
         if name in self._func_totals:
             return self._func_totals[name]
         fn = self._funcs.get(name)
-        if fn is None:
-            return None
+        if fn is None or not self.has_body(name):
+            return None  # absent, or a declaration (an external function): reported at the call site
         if name in self._in_progress:
             return None  # recursion: reported at the call site
         self._in_progress.add(name)
@@ -506,6 +508,12 @@ class CostEngine:
         self._func_totals[name] = t
         self._set_totals_attr(fn, t)
         return t
+
+    def has_body(self, name: str) -> bool:
+        """Does the module define function @name (a func.func with a body, not a
+        declaration such as `func.func private @f(...)`, whose work is unknown)?"""
+        fn = self._funcs.get(name)
+        return fn is not None and bool(fn.regions) and len(fn.regions[0].blocks) > 0
 
     def block_totals(self, block) -> Totals:
         if self.fusion != "none":
@@ -936,11 +944,13 @@ class CostEngine:
             callee = ir.FlatSymbolRefAttr(op.attributes[key]).value
             ft = self.func_totals(callee)
             if ft is None:
-                why = (
-                    f"recursive call to @{callee}"
-                    if callee in self._in_progress
-                    else f"callee @{callee} is not a func.func in this module"
-                )
+                if callee in self._in_progress:
+                    why = f"recursive call to @{callee}"
+                elif callee in self._funcs:
+                    why = (f"calls @{callee}, which has no body (a declaration of an external function): "
+                           "its work is unknown")
+                else:
+                    why = f"callee @{callee} is not a func.func in this module"
                 self._mark_unsupported(op, why)
                 t = Totals()
                 t.unsupported = 1

@@ -901,6 +901,51 @@ def custom_call_target(op) -> str:
     return ir.StringAttr(op.attributes["call_target_name"]).value
 
 
+# How deep a backend_config's JSON may nest (XLA's and JAX's configs nest a few levels).
+# json's C parser recurses on the C stack and stops only at Python's recursion limit,
+# which the passes raise to ir.DEEP_RECURSION for the IR walkers: under that limit a
+# config of 100,000 `[` overflowed the C stack (a segfault). parse_config_json parses
+# under a limit this much above the caller's depth, as hardware.load_json_file does.
+JSON_MAX_NESTING = 2_000
+
+
+class InvalidConfigJSON(Unsupported):
+    """A backend_config that is not valid JSON; its text says why (parse_config_json)."""
+
+
+def _stack_depth() -> int:
+    """The Python frames on the stack (what the recursion limit counts, to a few C-level
+    calls)."""
+    import sys
+
+    frame, depth = sys._getframe(1), 1
+    while frame is not None:
+        frame = frame.f_back
+        depth += 1
+    return depth
+
+
+def parse_config_json(text: str):
+    """A backend_config's JSON text as Python values, parsed with json's C recursion kept
+    to JSON_MAX_NESTING levels (the one place rules parse JSON). InvalidConfigJSON
+    ("backend_config is not valid JSON (why)") when it is not JSON or nests deeper."""
+    import json
+
+    from .ir import recursion_limit
+
+    limit = _stack_depth() + JSON_MAX_NESTING
+    try:
+        # exactly `limit` (raised to it, then lowered to it), whatever the caller's was:
+        # below DEEP_RECURSION for the C stack, and the same nesting allowed everywhere
+        with recursion_limit(limit), recursion_limit(limit, at_least=False):
+            return json.loads(text)
+    except RecursionError:
+        why = f"nested more than {JSON_MAX_NESTING:,} levels deep"
+    except ValueError as err:  # json.JSONDecodeError, UnicodeDecodeError
+        why = str(err).splitlines()[0] if str(err) else type(err).__name__
+    raise InvalidConfigJSON(f"backend_config is not valid JSON ({why}; it starts {text[:40]!r})")
+
+
 def custom_call_rule(op, env) -> OpCost:
     """Known zero-cost targets cost nothing; TopK as its sort; the library calls below
     (linear algebra, cuDNN attention, cuBLAS GEMMs, cuDNN convolutions) by their rules;
@@ -932,17 +977,22 @@ def pallas_tpu_rule(op, env) -> OpCost:
     bytes_accessed read. The flops count as matrix work (Pallas TPU kernels are written
     for the MXU, and the roofline stays a lower bound). Without an estimate the kernel is
     opaque: unsupported, as UNCOSTED_CUSTOM_CALLS says."""
-    import json
-
+    opaque = f"custom_call target 'tpu_custom_call' is {UNCOSTED_CUSTOM_CALLS['tpu_custom_call']}"
     cfg = op.attributes["backend_config"] if "backend_config" in op.attributes else None
     try:
         text = ir.StringAttr(cfg).value if cfg is not None else ""
-        est = json.loads(text).get("custom_call_config", {}).get("cost_estimate") if text else None
-    except (ValueError, TypeError, AttributeError):
-        est = None
-    if not isinstance(est, dict) or not all(isinstance(est.get(k), int) and est.get(k) >= 0
+    except (ValueError, TypeError):
+        text = ""
+    try:
+        parsed = parse_config_json(text) if text else None
+    except InvalidConfigJSON as err:
+        raise Unsupported(f"{opaque}; its {err}") from None
+    est = None
+    if isinstance(parsed, dict) and isinstance(parsed.get("custom_call_config"), dict):
+        est = parsed["custom_call_config"].get("cost_estimate")
+    if not isinstance(est, dict) or not all(_is_int(est.get(k)) and est.get(k) >= 0
                                             for k in ("flops", "transcendentals", "bytes_accessed")):
-        raise Unsupported(f"custom_call target 'tpu_custom_call' is {UNCOSTED_CUSTOM_CALLS['tpu_custom_call']}")
+        raise Unsupported(opaque)
     outs = _results(op)
     written = min(sum(o.nbytes for o in outs), est["bytes_accessed"])
     return OpCost(
@@ -976,17 +1026,34 @@ def cudnn_attention_rule(op, env) -> OpCost:
         matmuls as FlashAttention-2 counts them (Dao 2023, sec. 3.1: 2.5 times the
         forward's), 2 x B x N x P x (3 H_qk + 2 H_v) flops, B x N x P exponentials;
     the operands read and the results written once."""
-    import json
-
     target = custom_call_target(op)
+    no_shape = f"custom_call target '{target}': no cudnn_fmha_backend_config with the score shape"
     try:
-        cfg = json.loads(ir.StringAttr(op.attributes["backend_config"]).value)["cudnn_fmha_backend_config"]
-        b, n, t, s_ = (int(x) for x in cfg["intermediate_tensor_shape"]["dimensions"])
-        mask = str(cfg.get("mask_type", "NO_MASK"))
-        window = int(cfg.get("sliding_window_length", 0) or 0)
+        text = ir.StringAttr(op.attributes["backend_config"]).value
     except (KeyError, ValueError, TypeError):
-        raise Unsupported(f"custom_call target '{target}': no cudnn_fmha_backend_config with the score shape") from None
+        raise Unsupported(no_shape) from None
+    try:
+        cfg = parse_config_json(text)
+    except InvalidConfigJSON as err:
+        raise Unsupported(f"custom_call target '{target}': its {err}, so the score shape cannot be read") from None
+    cfg = cfg.get("cudnn_fmha_backend_config") if isinstance(cfg, dict) else None
+    shape = cfg.get("intermediate_tensor_shape") if isinstance(cfg, dict) else None
+    dims = shape.get("dimensions") if isinstance(shape, dict) else None
+    if not isinstance(dims, list) or len(dims) != 4:
+        raise Unsupported(no_shape)
+    b, n, t, s_ = (_int_field(x, "cudnn_fmha_backend_config.intermediate_tensor_shape.dimensions", target)
+                   for x in dims)
+    mask = cfg.get("mask_type", "NO_MASK")
+    if not isinstance(mask, str):
+        raise Unsupported(f"custom_call target '{target}': backend_config field mask_type = {mask!r} is not a mask name")
+    window = cfg.get("sliding_window_length", 0)
+    window = 0 if window is None else _int_field(window, "sliding_window_length", target)
+    if len(op.operands) < 3:
+        raise Unsupported(f"custom_call target '{target}' has {len(op.operands)} operands; "
+                          "fused attention reads Q, K and V")
     q, v = _info(op.operands[0]), _info(op.operands[2])
+    if q.rank < 1 or v.rank < 1:
+        raise Unsupported(f"custom_call target '{target}': Q and V of ranks {q.rank} and {v.rank} have no head dimension")
     h_qk, h_v = q.shape[-1], v.shape[-1]
     pairs = b * n * _attention_pairs(t, s_, mask, window)
     backward = "Backward" in target
@@ -1150,8 +1217,6 @@ def _library_config(op, key: str, fields: tuple) -> dict:
     a JSON string, or a dictionary attribute), or the whole config when it is that message
     itself (older XLA: a GemmBackendConfig / CudnnConvBackendConfig on its own, recognised
     by one of `fields`). Unsupported, with the reason, when it cannot be read."""
-    import json
-
     target = custom_call_target(op)
     if "backend_config" not in op.attributes:
         raise Unsupported(f"custom_call target '{target}' has no backend_config (XLA's {key}): its work is unknown")
@@ -1162,10 +1227,9 @@ def _library_config(op, key: str, fields: tuple) -> dict:
         cfg = _attr_to_py(attr)
     else:
         try:
-            cfg = json.loads(text)
-        except ValueError:
-            raise Unsupported(f"custom_call target '{target}': its backend_config is not JSON "
-                              f"({text[:40]!r}), so XLA's {key} cannot be read") from None
+            cfg = parse_config_json(text)
+        except InvalidConfigJSON as err:
+            raise Unsupported(f"custom_call target '{target}': its {err}, so XLA's {key} cannot be read") from None
     if isinstance(cfg, dict) and isinstance(cfg.get(key), dict):
         return cfg[key]
     if isinstance(cfg, dict) and any(f in cfg for f in fields):
@@ -1173,21 +1237,49 @@ def _library_config(op, key: str, fields: tuple) -> dict:
     raise Unsupported(f"custom_call target '{target}': its backend_config has no {key}, so its work is unknown")
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int_field(value, key: str, target: str) -> int:
+    """A backend_config integer (proto3 JSON writes an int64 as a decimal string), never
+    below 0; Unsupported for any other JSON type (a boolean, a float, a list ...)."""
+    if isinstance(value, str) and re.fullmatch(r"[0-9]+", value.strip()):
+        return int(value)
+    if _is_int(value) and value >= 0:
+        return value
+    raise Unsupported(f"custom_call target '{target}': backend_config field {key} = {value!r} is not a count")
+
+
+def _enum_field(cfg: dict, key: str, default: str, numbers: dict, target: str) -> str:
+    """A backend_config enum as its name: a name, or (proto3 JSON allows both) the enum's
+    number, looked up in `numbers` (an unknown number: `"<key> <n>"`). Unsupported for a
+    boolean, a list, an object ..., which XLA never writes: no guess at the fused op."""
+    value = cfg.get(key, default)
+    if _is_int(value) or (isinstance(value, str) and re.fullmatch(r"[0-9]+", value)):
+        return numbers.get(int(value), f"{key} {int(value)}")
+    if isinstance(value, str):
+        return value
+    raise Unsupported(f"custom_call target '{target}': backend_config field {key} = {value!r} "
+                      "is neither an enum name nor its number")
+
+
 def _number(cfg: dict, key: str, default: float) -> float:
     value = cfg.get(key, default)
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise Unsupported(f"backend_config field {key} = {value!r} is not a number") from None
+    if not isinstance(value, bool):
+        try:
+            return float(value)  # a JSON number, or a string proto3 JSON allows ("1.5", "NaN")
+        except (TypeError, ValueError):
+            pass
+    raise Unsupported(f"backend_config field {key} = {value!r} is not a number")
 
 
 def _dims(dnums: dict, key: str, rank: int, target: str) -> list[int]:
-    try:
-        dims = [int(d) for d in dnums.get(key, [])]
-    except (TypeError, ValueError):
-        raise Unsupported(
-            f"custom_call target '{target}': dot_dimension_numbers.{key} is not a list of dimensions"
-        ) from None
+    value = dnums.get(key, [])
+    if not isinstance(value, list):
+        raise Unsupported(f"custom_call target '{target}': dot_dimension_numbers.{key} = {value!r} "
+                          "is not a list of dimensions")
+    dims = [_int_field(d, f"dot_dimension_numbers.{key}", target) for d in value]
     if any(d < 0 or d >= rank for d in dims) or len(set(dims)) != len(dims):
         raise Unsupported(
             f"custom_call target '{target}': dot_dimension_numbers.{key} {dims} does not fit a rank-{rank} operand"
@@ -1215,6 +1307,8 @@ def cublas_gemm_rule(op, env) -> OpCost:
     lhs, rhs = ins[0], ins[1]
     parts = _result_parts(op)
     ws = workspace_index(op)
+    if not parts:
+        raise Unsupported(f"custom_call target '{target}' returns no array (an empty tuple): no GEMM result")
     out = parts[0]
     lb = _dims(dnums, "lhs_batch_dimensions", lhs.rank, target)
     lc = _dims(dnums, "lhs_contracting_dimensions", lhs.rank, target)
@@ -1234,10 +1328,7 @@ def cublas_gemm_rule(op, env) -> OpCost:
     beta = _number(cfg, "beta", 0.0)
     if beta != 0.0:
         per_flops += 1 if beta == 1.0 else 2
-    epilogue = cfg.get("epilogue", "DEFAULT")
-    if isinstance(epilogue, int) or (isinstance(epilogue, str) and epilogue.isdigit()):
-        e = int(epilogue)
-        epilogue = _GEMM_EPILOGUE_NUMBERS[e] if 0 <= e < len(_GEMM_EPILOGUE_NUMBERS) else f"epilogue {e}"
+    epilogue = _enum_field(cfg, "epilogue", "DEFAULT", dict(enumerate(_GEMM_EPILOGUE_NUMBERS)), target)
     extra = {"library_call": "gemm", "target": target}
     if epilogue in GEMM_EPILOGUES:
         f, t = GEMM_EPILOGUES[epilogue]
@@ -1310,9 +1401,12 @@ def cudnn_conv_problem(target: str, ins: list[TensorInfo], out: TensorInfo) -> d
     if r < 3 or w.rank != r or y.rank != r:
         raise Unsupported(f"custom_call target '{target}': input, filter and output of ranks {x.rank}, {w.rank}, "
                           f"{y.rank}: not a convolution cuDNN runs")
+    if any(d < 1 for t in (x, w, y) for d in t.shape):
+        raise Unsupported(f"custom_call target '{target}': input {list(x.shape)}, filter {list(w.shape)} and output "
+                          f"{list(y.shape)} have a zero extent: an empty convolution, which XLA does not hand cuDNN")
     for labels, (xb, xf, xs), (wo, wi, ws_), (yb, yf, ys) in _conv_layouts(r):
         n, c, o, ci = x.shape[xb], x.shape[xf], w.shape[wo], w.shape[wi]
-        if y.shape[yb] != n or y.shape[yf] != o or ci < 1 or c % ci or o % (c // ci):
+        if y.shape[yb] != n or y.shape[yf] != o or ci < 1 or c < ci or c % ci or o % (c // ci):
             continue
         window = [infer_conv_window(x.shape[i], w.shape[j], y.shape[k]) for i, j, k in zip(xs, ws_, ys)]
         if any(win is None for win in window):
@@ -1381,6 +1475,8 @@ def cudnn_conv_rule(op, env) -> OpCost:
     ins = _operands(op)
     parts = _result_parts(op)
     ws = workspace_index(op)
+    if not parts:
+        raise Unsupported(f"custom_call target '{target}' returns no array (an empty tuple): no convolution result")
     out = parts[0]
     p = cudnn_conv_problem(target, ins, out)
     taps = 1
@@ -1397,9 +1493,7 @@ def cudnn_conv_rule(op, env) -> OpCost:
         side = _number(cfg, "side_input_scale", 0.0)
         if len(ins) > 3 and side != 0.0:
             per_flops += 1 if side == 1.0 else 2
-    act = cfg.get("activation_mode", "kNone")
-    if isinstance(act, int) or (isinstance(act, str) and act.isdigit()):
-        act = _CONV_ACTIVATION_NUMBERS.get(int(act), f"activation {act}")
+    act = _enum_field(cfg, "activation_mode", "kNone", _CONV_ACTIVATION_NUMBERS, target)
     if act in CONV_ACTIVATIONS:
         f, t = CONV_ACTIVATIONS[act]
     else:
