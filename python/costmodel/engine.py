@@ -20,8 +20,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from . import ir as ir_module
-from .ir import OUTLINED_FUSION_PREFIXES, DiagnosticEngine, callee_of, count_attr, defining_op, f64_attr, ir
+from .ir import TRIP_COUNT_ATTR, OUTLINED_FUSION_PREFIXES, DiagnosticEngine, callee_of, count_attr, defining_op, f64_attr, ir
 from .kernels.formation import COLLECTIVE_OPS
 from .rules import REGION_OPS, NotDecomposed, OpCost, Unsupported, rule_for
 from .shapes import type_info
@@ -133,8 +132,6 @@ def _block_arg_index(value, block) -> int | None:
             return value.arg_number
     return None
 
-
-TRIP_COUNT_ATTR = ir_module.TRIP_COUNT_ATTR
 
 
 def trip_count_hint(while_op: ir.Operation) -> int | None:
