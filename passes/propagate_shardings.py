@@ -14,9 +14,12 @@ Steps (docs/sharding.md has the long version):
 4. dot_general / dynamic_slice operands resharded as XLA's SPMD partitioner does
    (`costmodel.xla_spmd`), then `sdy-insert-explicit-reshards{enable-full-version=true}`
    and `sdy-reshard-to-collectives`: every reshard an `sdy` collective on global shapes;
-   identical collectives of one value merged. The halo exchange XLA's partitioner
+   identical collectives of one value merged. A convolution's input is all-gathered
+   along a sharded spatial dimension where XLA's partitioner gathers it
+   (`convolution_strategies`, before the reshards). The halo exchange XLA's partitioner
    performs for every convolution sharded along a spatial dimension its window spans is
-   planned (`plan_halo_exchanges`; a warning where it is not reproduced).
+   planned (`plan_halo_exchanges`; a warning where it is not reproduced, an error where
+   Shardy's per-device convolution could not be built).
 5. (per-device=true, the default) `sdy-pad-for-divisibility` and
    `sdy-convert-global-to-local` (loop block arguments localised around it): local
    shapes, `stablehlo` collectives with replica_groups, channel handles and
@@ -548,6 +551,107 @@ def _reversed(op, nsp: int) -> list[bool]:
     return [bool(x) for x in ir.DenseBoolArrayAttr(op.attributes["window_reversal"])]
 
 
+# A convolution XLA partitions by all-gathering its input along a sharded spatial
+# dimension, where Shardy's explicit reshards would do otherwise; set before
+# `sdy-insert-explicit-reshards` by `convolution_strategies`, read (and removed) by
+# `plan_halo_exchanges`: the spatial dimensions (indices into the spatial dimensions)
+# whose input is gathered and whose output stays sharded (each shard's window then cut
+# from the gathered input, as XLA's windowed-input reshard of a replicated operand).
+GATHERED_WINDOW_ATTR = "costmodel.conv_gathered_window"
+
+
+def convolution_strategies(module: ir.Operation, session: PassSession) -> int:
+    """After propagation, before `sdy-insert-explicit-reshards`: a convolution whose
+    input is sharded along a spatial dimension its window spans, where XLA's partitioner
+    gathers that dimension (`PartitionConvolution` finds no strategy that keeps it
+    sharded with the kernel as it is), has its input resharded (Shardy all-gathers it):
+      * feature_group_count > 1 that is not a depthwise convolution (XLA's tiled-output
+        and halo strategies reject it): the output is annotated replicated along those
+        dimensions as well, so the convolution runs whole on every device and Shardy
+        slices the result for its users (XLA: all-gather, the whole convolution, a
+        dynamic-slice);
+      * a window larger than the output (kernel size > output size along the dimension):
+        Shardy's sharding rule then shards the replicated kernel along the window (its
+        window-size factor is major) and all-reduces partial sums, which XLA never does
+        with a replicated kernel: where the output is sharded along that dimension as the
+        input (XLA's windowed input, here from the replicated operand: each shard's
+        window cut from the gathered input) the dimensions are marked for
+        `plan_halo_exchanges` (GATHERED_WINDOW_ATTR); otherwise the output is annotated
+        replicated there too (XLA gathers the input and runs the whole convolution).
+    Returns how many convolutions changed."""
+    from jaxlib.mlir.dialects import stablehlo as shlo
+
+    changed = 0
+    for op in list(walk_ops(module)):
+        if op.name != "stablehlo.convolution":
+            continue
+        try:
+            dn = shlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
+            lhs_t, rhs_t, out_t = (ir.RankedTensorType(t) for t in (op.operands[0].type, op.operands[1].type, op.results[0].type))
+        except (ValueError, TypeError, KeyError):
+            continue
+        if not (lhs_t.has_static_shape and rhs_t.has_static_shape and out_t.has_static_shape):
+            continue
+        lhs = xla_spmd._value_sharding(op.operands[0])
+        owner = op.operands[0].owner
+        owner = getattr(owner, "operation", owner)
+        if lhs is None and isinstance(owner, ir.Operation) and owner.name in ("sdy.sharding_constraint", "sdy.reshard"):
+            lhs = str(owner.attributes["sharding"])[len("#sdy.sharding"):]
+        lhs = xla_spmd._parse_dims(lhs) if lhs is not None else None
+        if "sdy.sharding" in op.attributes:
+            outs = xla_spmd.sharding_list(op.attributes["sdy.sharding"])
+            out = xla_spmd._parse_dims(outs[0][len("#sdy.sharding"):]) if outs and len(outs) == 1 else None
+        else:  # replicated
+            out = (lhs[0] if lhs is not None else None, [[] for _ in range(out_t.rank)])
+        rhs = xla_spmd._value_sharding(op.operands[1])
+        rhs = xla_spmd._parse_dims(rhs) if rhs is not None else (None, [[] for _ in range(rhs_t.rank)])
+        if lhs is None or out is None or rhs is None or len(lhs[1]) != lhs_t.rank or len(out[1]) != out_t.rank:
+            continue
+        mesh, ldims = lhs
+        odims = out[1]
+        if out[0] != mesh or (rhs[0] not in (None, mesh)):
+            continue
+        isp, ksp, osp = dn.input_spatial_dimensions, dn.kernel_spatial_dimensions, dn.output_spatial_dimensions
+        if any(rhs[1][k] for k in ksp):
+            continue  # the kernel sharded along its window: XLA's halo exchange on the input (kind "lhs")
+        fgc = ir.IntegerAttr(op.attributes["feature_group_count"]).value if "feature_group_count" in op.attributes else 1
+        grouped = fgc > 1 and fgc != lhs_t.shape[dn.input_feature_dimension]
+        rhs_dil = _i64s(op, "rhs_dilation", len(isp), 1)
+        lhs_dil = _i64s(op, "lhs_dilation", len(isp), 1)
+        padding, reverse = _conv_padding(op, len(isp)), _reversed(op, len(isp))
+        whole, windowed = [], []
+        for j, (d, k, o) in enumerate(zip(isp, ksp, osp)):
+            if not ldims[d] or 1 + (rhs_t.shape[k] - 1) * rhs_dil[j] <= 1:
+                continue
+            if (
+                lhs_t.shape[d] == rhs_t.shape[k]
+                and lhs_dil[j] == rhs_dil[j] == 1
+                and padding[j] == [0, 0]
+                and not reverse[j]
+            ):
+                continue  # one window over the whole dimension: a contraction to XLA (dot_as_convolution_util)
+            if grouped:
+                whole.append(j)
+            elif out_t.shape[o] < rhs_t.shape[k]:  # Shardy's window-size factor is the major one
+                (windowed if odims[o] == ldims[d] and lhs_dil[j] == 1 else whole).append(j)
+        if not whole and not windowed:
+            continue
+        if grouped and windowed:
+            whole, windowed = whole + windowed, []
+        new_lhs = [[] if d in [isp[j] for j in whole + windowed] else axes for d, axes in enumerate(ldims)]
+        op.operands[0] = xla_spmd._reshard(op.operands[0], mesh, new_lhs, op)
+        if whole:
+            new_out = [[] if o in [osp[j] for j in whole] else axes for o, axes in enumerate(odims)]
+            op.attributes["sdy.sharding"] = ir.Attribute.parse(
+                "#sdy.sharding_per_value<[" + xla_spmd._dims_text(mesh, new_out) + "]>"
+            )
+        if windowed:
+            with op.context:
+                op.attributes[GATHERED_WINDOW_ATTR] = ir.DenseI64ArrayAttr.get(sorted(windowed))
+        changed += 1
+    return changed
+
+
 def _plan_convolution(op, meshes: dict):
     """The halo exchange XLA's partitioner performs for one convolution of the global
     program (after Shardy's reshards), or None when its input is not sharded along a
@@ -569,7 +673,7 @@ def _plan_convolution(op, meshes: dict):
         raise _NoHalo("its input's sharding cannot be read")
     mesh_name, ldims = lhs
     sharded = [j for j in range(nsp) if ldims[isp[j]]]
-    if not sharded:
+    if not sharded and GATHERED_WINDOW_ATTR not in op.attributes:
         return None
     strides = _i64s(op, "window_strides", nsp, 1)
     lhs_dil = _i64s(op, "lhs_dilation", nsp, 1)
@@ -587,6 +691,9 @@ def _plan_convolution(op, meshes: dict):
     if any(m not in (None, mesh_name) for m in (rhs[0], out[0])):
         raise _NoHalo("its operands are sharded over different meshes")
     rdims, odims = rhs[1], out[1]
+    if GATHERED_WINDOW_ATTR in op.attributes:
+        gathered = [int(x) for x in ir.DenseI64ArrayAttr(op.attributes[GATHERED_WINDOW_ATTR])]
+        return _plan_gathered_window(op, mesh, gathered, odims, (lhs_t, rhs_t, out_t), (isp, ksp, osp))
     kernel_spatial = [rdims[ksp[j]] for j in range(nsp)]
     bgc = ir.IntegerAttr(op.attributes["batch_group_count"]).value if "batch_group_count" in op.attributes else 1
     contracting = ldims[dn.input_feature_dimension]
@@ -686,6 +793,49 @@ def _plan_convolution(op, meshes: dict):
     return {"kind": kind, "dims": dims, "lhs": list(lhs_t.shape), "dn": str(op.attributes["dimension_numbers"])}
 
 
+def _plan_gathered_window(op, mesh, gathered: list[int], odims, types, spatial):
+    """The plan of a convolution `convolution_strategies` marked: its input gathered
+    along the spatial dimensions `gathered` (by Shardy), its output sharded there. As
+    XLA's `ReshardAsWindowedInput` of a replicated operand: the gathered input padded and
+    each shard's window rows dynamic-sliced (offsets by shard ordinal), the local
+    convolution unpadded along that dimension. No collective beyond the gather."""
+    lhs_t, rhs_t, out_t = types
+    isp, ksp, osp = spatial
+    nsp = len(isp)
+    strides = _i64s(op, "window_strides", nsp, 1)
+    lhs_dil = _i64s(op, "lhs_dilation", nsp, 1)
+    rhs_dil = _i64s(op, "rhs_dilation", nsp, 1)
+    padding = _conv_padding(op, nsp)
+    dims = []
+    for j in gathered:
+        d, o = isp[j], osp[j]
+        if not odims[o]:
+            raise _NoHalo("its output is not sharded along the gathered dimension")
+        if lhs_dil[j] != 1:
+            raise _NoHalo("it dilates its input (lhs_dilation) along the sharded dimension")
+        groups = _shard_groups(mesh, odims[o])
+        n = len(groups[0])
+        N, k, s, D = lhs_t.shape[d], rhs_t.shape[ksp[j]], strides[j], rhs_dil[j]
+        lo, hi = padding[j]
+        K = 1 + (k - 1) * D
+        wc = (N + lo + hi - K) // s + 1
+        if wc != out_t.shape[o] or wc < 1:
+            raise _NoHalo("its output size is not its window's")
+        W = _ceil_div(wc, n)
+        span = s * (W - 1) + K
+        start = [s * W * i - lo for i in range(n)]
+        pad_lo = max(0, -min(start))
+        pad_hi = max(0, max(start) + span - N)
+        layout = {"gathered": True, "pad": (pad_lo, pad_hi), "offsets": [a + pad_lo for a in start], "size": span}
+        dims.append({"spatial": j, "dim": d, "groups": groups, "layout": layout, "pad": [0, 0],
+                     "expect": {"in": N, "out": W}})
+    return {"kind": "window", "dims": dims, "lhs": list(lhs_t.shape), "dn": str(op.attributes["dimension_numbers"])}
+
+
+def _permutes(plan) -> int:
+    return sum(sum(p[0] == "cp" for p in d["layout"].get("pieces", ())) for d in plan["dims"])
+
+
 def _spanned(op, dims_of_lhs) -> str:
     """'spatial dimension 0 on x, ...': the sharded spatial dimensions its window spans."""
     from jaxlib.mlir.dialects import stablehlo as shlo
@@ -710,16 +860,30 @@ def plan_halo_exchanges(module: ir.Operation, session: PassSession, per_device: 
     only the per-device program carries it."""
     meshes = _meshes(module)
     plans = []
+    unsupported = []
     for op in walk_ops(module):
         if op.name != "stablehlo.convolution":
             continue
         try:
-            plan = _plan_convolution(op, meshes)
+            try:
+                plan = _plan_convolution(op, meshes)
+            finally:
+                if GATHERED_WINDOW_ATTR in op.attributes:
+                    del op.attributes[GATHERED_WINDOW_ATTR]
         except _NoHalo as why:
             plan = None
             lhs = _sharding_dims(op.operands[0], ir.RankedTensorType(op.operands[0].type).rank)
             what = _spanned(op, lhs[1]) if lhs is not None else "an unread sharding"
-            if what:
+            bad = _local_shape_mismatch(op, meshes) if per_device else ""
+            if bad:
+                unsupported.append(op)
+                session.diagnostics.error(
+                    op.location,
+                    f"propagate-shardings: unsupported sharded convolution: its input is {HALO_WARNING} ({bad}) "
+                    f"and {why}; XLA's partitioner moves rows between the shards to compute it, which is not "
+                    "reproduced here, and Shardy's per-device convolution cannot produce its output shard",
+                )
+            elif what:
                 session.diagnostics.warning(
                     op.location,
                     f"propagate-shardings: this convolution's input is {HALO_WARNING} ({what}): XLA's "
@@ -730,14 +894,60 @@ def plan_halo_exchanges(module: ir.Operation, session: PassSession, per_device: 
         except (ValueError, TypeError, KeyError):
             plan = None
         if plan is not None and not per_device:
-            n = sum(sum(p[0] == "cp" for p in d["layout"]["pieces"]) for d in plan["dims"])
+            n = _permutes(plan)
+            what = (
+                f"the {n} collective-permute(s) of XLA's halo exchange are"
+                if n
+                else "the slices of each shard's window rows (XLA's windowed input) are"
+            )
             session.diagnostics.warning(
                 op.location,
-                f"propagate-shardings: this convolution's input is {HALO_WARNING}: the {n} collective-permute(s) "
-                "of XLA's halo exchange are added to the per-device program only (per-device=true)",
+                f"propagate-shardings: this convolution's input is {HALO_WARNING}: {what} added to the per-device "
+                "program only (per-device=true)",
             )
         plans.append(plan)
+    if unsupported:
+        raise PassError("unsupported sharded convolution")
     return plans
+
+
+def _local_shape_mismatch(op, meshes: dict) -> str:
+    """For a convolution whose halo exchange is not reproduced: '' when the local
+    convolution Shardy makes (each operand's shard, the window unchanged) has its output
+    shard's shape, else which dimension does not ('spatial dimension 0: 5 rows over 4
+    shards (x), 3 output rows over 4 shards')."""
+    from jaxlib.mlir.dialects import stablehlo as shlo
+
+    dn = shlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
+    types = [ir.RankedTensorType(v.type) for v in (op.operands[0], op.operands[1], op.results[0])]
+    shardings = [_sharding_dims(v, t.rank) for v, t in zip((op.operands[0], op.operands[1], op.results[0]), types)]
+    if any(sh is None for sh in shardings):
+        return ""
+
+    def count(mesh_name, axes) -> int:
+        mesh = meshes.get(mesh_name)
+        if mesh is None:
+            return 0
+        names, devices = mesh
+        return math.prod(devices.shape[names.index(a)] if isinstance(a, str) else a[2] for a in axes)
+
+    nsp = len(dn.input_spatial_dimensions)
+    strides = _i64s(op, "window_strides", nsp, 1)
+    lhs_dil, rhs_dil = _i64s(op, "lhs_dilation", nsp, 1), _i64s(op, "rhs_dilation", nsp, 1)
+    padding = _conv_padding(op, nsp)
+    for j, dims in enumerate(zip(dn.input_spatial_dimensions, dn.kernel_spatial_dimensions, dn.output_spatial_dimensions)):
+        parts = [count(sh[0], sh[1][d]) if sh[1][d] else 1 for sh, d in zip(shardings, dims)]
+        if 0 in parts:
+            return ""
+        local = [_ceil_div(t.shape[d], p) for t, d, p in zip(types, dims, parts)]
+        lo, hi = padding[j]
+        if _conv_output_size(local[0], local[1], strides[j], lo, hi, lhs_dil[j], rhs_dil[j]) != local[2]:
+            axes = "/".join(_axis_text(a) for a in shardings[0][1][dims[0]]) or "-"
+            return (
+                f"spatial dimension {j}: {types[0].shape[dims[0]]} rows over {parts[0]} shards ({axes}), "
+                f"{types[2].shape[dims[2]]} output rows over {parts[2]}"
+            )
+    return ""
 
 
 def _conv_output_size(in_size: int, k: int, s: int, lo: int, hi: int, B: int, D: int) -> int:
@@ -846,6 +1056,8 @@ def _build_exchange(value, d: dict, partitions: int, handles: list, made: set):
     the local input with its halos."""
     dim, groups, layout = d["dim"], d["groups"], d["layout"]
     i64 = ir.IntegerType.get_signless(64)
+    if layout.get("gathered"):
+        return _window_of_gathered(value, d, partitions, made)
     n = len(groups[0])
     S = ir.RankedTensorType(value.type).shape[dim]
     pieces = []
@@ -926,6 +1138,52 @@ def _build_exchange(value, d: dict, partitions: int, handles: list, made: set):
             {"slice_sizes": ir.DenseI64ArrayAttr.get(sizes)},
         )
     return out
+
+
+def _pad_dim(value, dim: int, lo: int, hi: int):
+    t = ir.RankedTensorType(value.type)
+    zero_attr = _zero_like(ir.RankedTensorType.get([], t.element_type))
+    zero = _create("stablehlo.constant", [zero_attr.type], [], {"value": zero_attr})
+    lows, highs = [0] * t.rank, [0] * t.rank
+    lows[dim], highs[dim] = lo, hi
+    return _create(
+        "stablehlo.pad",
+        [_with_dim(value.type, dim, t.shape[dim] + lo + hi)],
+        [value, zero],
+        {
+            "edge_padding_low": ir.DenseI64ArrayAttr.get(lows),
+            "edge_padding_high": ir.DenseI64ArrayAttr.get(highs),
+            "interior_padding": ir.DenseI64ArrayAttr.get([0] * t.rank),
+        },
+    )
+
+
+def _dynamic_slice_dim(value, dim: int, offsets: list[int], size: int, groups: list, partitions: int, made: set):
+    """`size` rows of `value` along `dim` from offsets[shard ordinal] on each device."""
+    ordinal = {dev: j for g in groups for j, dev in enumerate(g)}
+    offset = _partition_table([offsets[ordinal.get(p, 0)] for p in range(partitions)], partitions, made)
+    i32 = ir.IntegerType.get_signless(32)
+    zero_attr = ir.DenseIntElementsAttr.get_splat(ir.RankedTensorType.get([], i32), ir.IntegerAttr.get(i32, 0))
+    zero = _create("stablehlo.constant", [zero_attr.type], [], {"value": zero_attr})
+    rank = ir.RankedTensorType(value.type).rank
+    sizes = list(ir.RankedTensorType(value.type).shape)
+    sizes[dim] = size
+    return _create(
+        "stablehlo.dynamic_slice",
+        [_with_dim(value.type, dim, size)],
+        [value, *[offset if r == dim else zero for r in range(rank)]],
+        {"slice_sizes": ir.DenseI64ArrayAttr.get(sizes)},
+    )
+
+
+def _window_of_gathered(value, d: dict, partitions: int, made: set):
+    """Each shard's window rows of an input gathered along d["dim"] (XLA's windowed input
+    of a replicated operand): padded, then dynamic-sliced at the shard's offset."""
+    layout = d["layout"]
+    pad_lo, pad_hi = layout["pad"]
+    if pad_lo or pad_hi:
+        value = _pad_dim(value, d["dim"], pad_lo, pad_hi)
+    return _dynamic_slice_dim(value, d["dim"], layout["offsets"], layout["size"], d["groups"], partitions, made)
 
 
 def exchange_halos(module: ir.Operation, plans: list, session: PassSession) -> set:
@@ -1399,6 +1657,7 @@ def _run(module: ir.Operation, options: dict, session: PassSession, progress, is
         xla_spmd.dot_strategies(module)
         xla_spmd.dynamic_slice_strategies(module)
         xla_spmd.window_and_sort_strategies(module)
+        convolution_strategies(module, session)
     _run_pipeline(module, RESHARDS, session, progress)
     _run_pipeline(module, TO_COLLECTIVES, session, progress)
     with module.context:

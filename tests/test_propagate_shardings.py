@@ -709,3 +709,81 @@ def test_global_program_with_shardy_collectives_is_not_costed_as_one_device(tmp_
     capsys.readouterr()
     assert cli_main(["predict", str(g), "--system", "dgx-h100"]) == 1
     assert "holds Shardy's collectives on global shapes" in capsys.readouterr().err
+
+
+# Convolutions sharded along their window where XLA's partitioner gathers the dimension
+# instead of exchanging halos (cases of an adversarial audit; tests/test_spmd_oracle.py
+# compares them with XLA's partitioner): (file, collectives of the per-device program,
+# local convolutions (input type, output type)).
+GATHERED_CONVOLUTIONS = [
+    # feature_group_count = 2 (not depthwise): XLA all-gathers H and convolves whole,
+    # then slices each shard's rows of the output (before: 2 collective-permutes and a
+    # quarter of the flops, silently)
+    ("conv_h4_groups2.mlir", {"all_gather": 1},
+     [("tensor<8x32x32x8xf32>", "tensor<8x32x32x16xf32>")]),
+    # 1-row shards, a 7x7 window of stride 2, 4 output rows (fewer than the window): XLA
+    # all-gathers the 8 rows and convolves whole (before: Shardy sharded the kernel along
+    # the window: 6 collective-permutes and an all-reduce of the output)
+    ("conv_h8_1row_k7_s2.mlir", {"all_gather": 1},
+     [("tensor<8x8x32x8xf32>", "tensor<8x4x16x16xf32>")]),
+    # a 23-row window (10 outputs) over 8-row shards, then a SAME 3x3 of the 10 rows
+    # (3 per shard, padded to 12): the first gathered and each shard's 25 window rows cut
+    # from it (XLA's windowed input of a replicated operand), the second exchanges halos
+    ("conv_h4_uneven10_k3.mlir", {"all_gather": 2, "collective_permute": 2},
+     [("tensor<8x25x32x8xf32>", "tensor<8x3x32x8xf32>"), ("tensor<8x5x32x8xf32>", "tensor<8x3x32x8xf32>")]),
+    ("conv_h4_uneven6_k3.mlir", {"all_gather": 2, "collective_permute": 2},
+     [("tensor<8x28x32x8xf32>", "tensor<8x2x32x8xf32>"), ("tensor<8x4x32x8xf32>", "tensor<8x2x32x8xf32>")]),
+    # 1-row shards of a 5x5 SAME convolution: gathered, each shard's 5 window rows cut
+    # (before: an internal "inferred shape ... incompatible" error of the conversion)
+    ("conv_h4_kernel_over_input.mlir", {"all_gather": 2},
+     [("tensor<8x29x32x8xf32>", "tensor<8x1x32x8xf32>"), ("tensor<8x5x32x8xf32>", "tensor<8x1x32x8xf32>")]),
+]
+
+
+@pytest.mark.parametrize("name, kinds, convs", GATHERED_CONVOLUTIONS)
+def test_convolution_gathered_where_xla_gathers(ctx, name, kinds, convs):
+    """Where XLA's partitioner gathers the sharded spatial dimension of a convolution's
+    input (feature groups that are not depthwise; a window larger than the output, which
+    Shardy's rule would shard the replicated kernel for), the pass gathers it too: no
+    warning, XLA's collectives and XLA's local convolutions."""
+    with open(os.path.join(DATA, name)) as fh:
+        module, session = _run_module(ctx, fh.read())
+    assert session.diagnostics.diagnostics == []
+    found = {}
+    for kind in ("all_gather", "all_reduce", "collective_permute", "all_to_all", "reduce_scatter"):
+        n = len(_ops(module, f"stablehlo.{kind}"))
+        if n:
+            found[kind] = n
+    assert found == kinds
+    got = sorted((str(op.operands[0].type), str(op.results[0].type)) for op in _ops(module, "stablehlo.convolution"))
+    assert got == sorted(convs)
+
+
+def test_convolution_gathered_window_global_program_says_per_device_only(ctx):
+    """per-device=false: the window slices of a gathered convolution input are said to be
+    added to the per-device program only (no collective-permute count of 0)."""
+    with open(os.path.join(DATA, "conv_h4_kernel_over_input.mlir")) as fh:
+        module, session = _run_module(ctx, fh.read(), per_device=False)
+    msgs = [d.message for d in session.diagnostics.diagnostics]
+    assert len(msgs) == 2 and all("slices of each shard's window rows" in m for m in msgs), msgs
+    assert len(_ops(module, "sdy.all_gather")) == 2 and not _ops(module, "sdy.all_slice")
+    assert "costmodel.conv_gathered_window" not in str(module)
+
+
+def test_unsupported_sharded_convolution_is_one_clear_error(ctx):
+    """5 rows over 4 shards, then a VALID 3x3: 3 output rows over 4 shards. XLA trims the
+    shards (collective-permutes among 3 of the devices), which is not reproduced; Shardy's
+    per-device convolution cannot produce its shard. Before: an internal "inferred shape
+    ... incompatible with return type" from sdy-pad-for-divisibility; now one error at the
+    convolution naming the dimension, its sharding and the reason."""
+    with open(os.path.join(DATA, "conv_h4_uneven5_fewer_outputs.mlir")) as fh:
+        module = load_module(ctx, fh.read(), "conv_h4_uneven5_fewer_outputs.mlir")
+    session = PassSession(DiagnosticEngine("conv_h4_uneven5_fewer_outputs.mlir"))
+    with pytest.raises(PassError):
+        get_pass("propagate-shardings").run(module, {"per-device": True, "extra": {}}, session)
+    diags = session.diagnostics.diagnostics
+    assert len(diags) == 1 and diags[0].severity == "error"
+    text = diags[0].render()
+    assert "conv_h4_uneven5_fewer_outputs.mlir:6:" in text and "unsupported sharded convolution" in text
+    assert "5 rows over 4 shards (x), 3 output rows over 4" in text and "fewer output rows than shards" in text
+    assert "inferred shape" not in text

@@ -341,6 +341,16 @@ def main(argv):
             return jax.grad(loss, argnums=(0, 1))(w1, w2)
         return f, (sds((8, 32, 32, 8), mesh, spec), sds((3, 3, 8, 16), mesh, ()), sds((3, 3, 16, 16), mesh, ()))
 
+    def uneven(rows, k2, padding2="SAME"):
+        # 32 rows -> a VALID (33 - rows)x1 convolution: `rows` rows, sharded over 4 devices
+        # (a window larger than its output), then a k2 x k2 one of those rows
+        def f(x, w1, w2):
+            h = conv(x, w1, padding="VALID")
+            h = jax.lax.with_sharding_constraint(h, NamedSharding(meshes["x4"], P(*H)))
+            y = conv(h, w2, padding=padding2)
+            return jax.lax.with_sharding_constraint(y, NamedSharding(meshes["x4"], P(*H)))
+        return f, (sds((8, 32, 32, 8), "x4", H), sds((33 - rows, 1, 8, 8), "x4", ()), sds((k2, k2, 8, 8), "x4", ()))
+
     cases = {
         "conv_h2_k3_same": one_conv("x2", (8, 32, 32, 8), H, (3, 3)),
         "conv_h4_k3_same": one_conv("x4", (8, 32, 32, 8), H, (3, 3)),
@@ -367,6 +377,11 @@ def main(argv):
         "conv_h4_train": train("x4", H),
         "conv_bh24_train": train("ab24", ("a", "b")),
         "conv_h2_tp4_kernel": one_conv("ab24", (8, 32, 32, 8), (None, "a", None, None), (3, 3), wspec=(None, None, None, "b")),
+        "conv_h4_groups2": one_conv("x4", (8, 32, 32, 8), H, (3, 3), groups=2),
+        "conv_h8_1row_k7_s2": one_conv("x8", (8, 8, 32, 8), H, (7, 7), stride=(2, 2)),
+        "conv_h4_uneven10_k3": uneven(10, 3),
+        "conv_h4_uneven6_k3": uneven(6, 3),
+        "conv_h4_kernel_over_input": uneven(4, 5),
     }
     for name, (fn, args) in cases.items():
         if only and name not in only:
@@ -421,6 +436,12 @@ CONV_PERMUTES = {
     "conv_h4_uneven_valid": 3,
     "conv_h4_train": 7,  # forward, input gradients (one dilated), weight gradients
     "conv_bh24_train": 7,
+    # XLA gathers the sharded dimension instead (tests/data/sharded/ holds these programs):
+    "conv_h4_groups2": 0,  # feature_group_count 2, not depthwise: all-gather, the whole convolution
+    "conv_h8_1row_k7_s2": 0,  # 4 output rows, a 7-row window: all-gather, the whole convolution
+    "conv_h4_uneven10_k3": 2,  # a 23-row window: all-gather, each shard's window rows; then halos
+    "conv_h4_uneven6_k3": 2,
+    "conv_h4_kernel_over_input": 0,  # 1-row shards, 5x5 SAME: gathered, each shard's window rows
 }
 CONV_UNSUPPORTED = ["conv_h2_tp4_kernel"]  # the kernel sharded on its output features
 
