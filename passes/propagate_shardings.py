@@ -1604,6 +1604,16 @@ def _run(module: ir.Operation, options: dict, session: PassSession, progress, is
             f"propagate-shardings: the module is already partitioned ({PARTITIONED_ATTR}); left unchanged",
         )
         return
+    from costmodel.engine import compiled_by_xla
+
+    if compiled_by_xla(module):
+        # XLA's optimized module (mhlo.fusion): an SPMD compilation is per device already
+        diags.warning(
+            module.location,
+            "propagate-shardings: the module is compiled by XLA (mhlo.fusion): XLA partitioned it already; "
+            "left unchanged",
+        )
+        return
     for op in module.regions[0].blocks[0].operations:
         op = op.operation
         if op.name == "sdy.mesh" and "mesh" in op.attributes:

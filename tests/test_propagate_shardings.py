@@ -787,3 +787,23 @@ def test_unsupported_sharded_convolution_is_one_clear_error(ctx):
     assert "conv_h4_uneven5_fewer_outputs.mlir:6:" in text and "unsupported sharded convolution" in text
     assert "5 rows over 4 shards (x), 3 output rows over 4" in text and "fewer output rows than shards" in text
     assert "inferred shape" not in text
+
+
+def test_a_module_xla_compiled_is_left_as_it_is(tmp_path, capsys):
+    """XLA's optimized SPMD module (HLO text with fusions and shardings) is per device
+    already: a warning, the module unchanged, not Shardy failing on mhlo.fusion."""
+    from costmodel import driver
+
+    hlo = tmp_path / "spmd.hlo"
+    hlo.write_text(
+        "HloModule m, num_partitions=2\n\n"
+        "fused_computation {\n  p = f32[512,1024]{1,0} parameter(0)\n  ROOT e = f32[512,1024]{1,0} exponential(p)\n}\n\n"
+        "ENTRY main {\n  x = f32[512,1024]{1,0} parameter(0), sharding={devices=[2,1]<=[2]}\n"
+        "  ROOT f = f32[512,1024]{1,0} fusion(x), kind=kLoop, calls=fused_computation, sharding={devices=[2,1]<=[2]}\n}\n"
+    )
+    out = tmp_path / "o.mlir"
+    assert driver.main([str(hlo), "--propagate-shardings", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "compiled by XLA (mhlo.fusion): XLA partitioned it already; left unchanged" in err
+    text = out.read_text()
+    assert "tensor<512x1024xf32>" in text and "mhlo.fusion" in text and "sdy." not in text

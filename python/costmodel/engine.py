@@ -984,6 +984,13 @@ def _already_fused(funcs) -> bool:
     return False
 
 
+def compiled_by_xla(module) -> bool:
+    """A module XLA already compiled (an mhlo.fusion in a function, its loops included):
+    its kernels are XLA's and, when it ran SPMD, it is partitioned per device."""
+    funcs = [(None, op.operation) for op in module.regions[0].blocks[0].operations if op.operation.name == "func.func"]
+    return _already_fused(funcs)
+
+
 def _call_kernel_cost(op, ft: Totals, callee=None) -> OpCost:
     """A call of an outlined XLA fusion: the callee's work, the call's operand and result
     bytes (what the kernel reads and writes; an update in place of a parameter: the update

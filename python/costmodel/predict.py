@@ -237,11 +237,10 @@ def _summary(module) -> dict:
 
 
 def _compiled(module) -> bool:
-    """A module XLA already compiled (an mhlo.fusion in a function, its loops included)."""
-    from .engine import _already_fused
+    """A module XLA already compiled (engine.compiled_by_xla)."""
+    from .engine import compiled_by_xla
 
-    funcs = [(None, op.operation) for op in module.regions[0].blocks[0].operations if op.operation.name == "func.func"]
-    return _already_fused(funcs)
+    return compiled_by_xla(module)
 
 
 def _entry_functions(module) -> list[str]:
