@@ -5,7 +5,7 @@
 // RUN: costmodel simulate %t | FileCheck %s --check-prefix=SIM
 // RUN: not stablehlo-opt %s --annotate-cost --export-chakra="system=a100-40gb-x4 chakra-dir=%t granularity=block" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD
 
-// MSG: chakra: wrote 4 ranks (24 nodes, 2 collectives per rank) to {{.*}}/
+// MSG: chakra: wrote 4 ranks (24 nodes, 2 collectives and 1 point-to-point send per rank) to {{.*}}/
 // MSG-NEXT: simulate: step time {{.*}} over 4 ranks
 
 // CHECKER: ok: {{.*}}: 4 ranks, 24 nodes, 2 collectives per rank, 8 collective issues, 4 point-to-point messages

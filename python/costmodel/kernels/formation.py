@@ -379,6 +379,9 @@ class _Groups:
         self.computes = [False] * n  # holds an op that is no bitcast/constant (a kernel)
         self.nopnd = [0] * n  # operands of its ops: an upper bound of the kernel's operands
         self.no_mof = [False] * n  # holds an in-place or transposing op: no MOF producer
+        # holds a transpose of the minor dimension (not of a broadcast or iota): reads that
+        # XLA's cost model counts as uncoalesced outside a transpose emitter (_minor_transpose)
+        self.minor_transpose = [False] * n
         self.inline: set = set()  # splat / scalar constants: folded into kernels, never read
         self.members: dict[int, list[int]] = {i: [i] for i in range(n)}
         self.dups: dict[int, set] = {}  # cheap producers copied into the group (priority fusion)
@@ -423,7 +426,7 @@ class _Groups:
         if self.max_index[gi] > self.max_index[g]:
             self.max_index[g] = self.max_index[gi]
         # the flags: true when either side's is
-        for flags in (self.has_reduce, self.multi, self.expensive, self.reuses, self.computes, self.no_mof):
+        for flags in (self.has_reduce, self.multi, self.expensive, self.reuses, self.computes, self.no_mof, self.minor_transpose):
             if flags[gi]:
                 flags[g] = True
         if self.hero[g] is None:
@@ -437,6 +440,7 @@ class _Groups:
         self.size[g] += 1
         self.nopnd[g] += len(self.operand_nodes[i])
         self.reuses[g] = self.reuses[g] or self.reuses[i]
+        self.minor_transpose[g] = self.minor_transpose[g] or self.minor_transpose[i]
         self.ext.pop(g, None)
 
 
@@ -546,10 +550,15 @@ def _form_kernels(nodes: list[Node], policy: str) -> list[Kernel]:
             g.inline.add(j)
 
     g.operand_nodes = operand_nodes
+    if policy == "xla-gpu":
+        for j, nd in enumerate(nodes):
+            if nd.name == "stablehlo.transpose" and _minor_transpose(nodes, operand_nodes, j):
+                g.minor_transpose[j] = True
     if policy not in ("given", "none"):
         _cse(nodes, g, operand_nodes, operands_of, types_of, users, external_use, nres, rbytes)
         _remove_dead(nodes, g, users, operand_nodes, outer_users, external_use, nres)
     if policy == "xla-gpu":
+        _fold_dot_transposes(nodes, g, users, operand_nodes, external_use)
         _dot_merger(nodes, g, operand_nodes, types_of)
         _fuse_conv_side_input(nodes, g, users, operand_nodes, external_use)
     absorbed = [False] * n
@@ -944,13 +953,24 @@ class _Formation:
             if pkind == "conv":
                 return False  # cuDNN: the conv kernel is a library call (no epilogue in training graphs)
             # cuBLASLt epilogue: bias add / scale / ReLU / output convert of the dot's shape
-            return g.epilogue_ops[cg] == 0 and g.size[cg] <= MAX_EPILOGUE_OPS and _all_in(nodes, g, cg, GEMM_EPILOGUE_OPS)
+            # (a transpose folded into the dot, _fold_dot_transposes, is a bitcast)
+            return (g.epilogue_ops[cg] == 0 and g.size[cg] <= MAX_EPILOGUE_OPS
+                    and all(nodes[j].name in GEMM_EPILOGUE_OPS or nodes[j].passthrough for j in g.members[cg]))
         if g.has_reduce[pg]:
             # "both the producer and the consumer contain a reduce"; and "fusion into output
             # of a reduce fusion would create a loop fusion": the consumer must work on the
             # reduction's result shape, not broadcast it back
             return kind == "loop" and not g.has_reduce[cg] and g.out_elems[cg] == g.out_elems[pg]
         if pkind != "loop":
+            return False
+        if (g.minor_transpose[pg] or g.minor_transpose[cg]) and (g.has_reduce[cg] or g.has_reduce[pg]):
+            # XLA GPU's IsReadCoalescedHeuristic (model/coalescing_analysis.cc): outside a
+            # transpose emitter, a fusion holding a transpose of the minor dimension reads
+            # uncoalesced, at element size / DRAM transaction size of the bandwidth
+            # (GetCoalescingUtilizationRate, gpu_performance_model_base.cc: 1/16 for f32 on
+            # 64-byte transactions), so fusing it into a reduction never pays; XLA forms a
+            # transpose kernel instead (llama3-100m H100 HLO: an input_transpose_fusion
+            # writes what each softmax-backward reduction reads)
             return False
         if g.expensive[pg] and g.reuses[cg] and self.reuses_elements(r, cg):
             return False  # the producer is expensive, and the consumer reuses its elements
@@ -1610,6 +1630,42 @@ class _Formation:
                 self.fuse_siblings(cands, js, type_info(v.type).nbytes)
 
 
+def _minor_transpose(nodes, operand_nodes, j: int) -> bool:
+    """XLA GPU's TransposesMinorDimension (gpu_fusible.cc) for transpose node j, in the
+    default (row-major) layouts: the most minor dimension of size > 1 of its result is not
+    that of its operand; IsReadCoalescedHeuristic's exceptions left out: a transpose of a
+    broadcast or iota (through bitcasts and one-operand elementwise ops), and one of a
+    dot's result, which GPU layout assignment makes a bitcast (the dot writes the
+    transposed layout)."""
+    nd = nodes[j]
+    try:
+        from ..rules import _i64_list
+
+        perm = _i64_list(nd.op, "permutation")
+        shape = type_info(_operand_type(nd, 0)).shape
+    except Exception:
+        return False
+    if not perm or len(perm) != len(shape):
+        return False
+    in_minor = next((d for d in range(len(shape) - 1, -1, -1) if shape[d] != 1), None)
+    out_minor = next((o for o in range(len(perm) - 1, -1, -1) if shape[perm[o]] != 1), None)
+    if in_minor is None or out_minor is None or perm[out_minor] == in_minor:
+        return False
+    src = operand_nodes[j][0]
+    if src is not None and nodes[src].cls == GEMM:
+        return False  # the dot's output layout (a dot behind a convert is not: XLA's H100 HLO of
+        # the llama3-100m step transposes convert(cuBLAS result) in a transpose fusion)
+    while src is not None:
+        snd = nodes[src]
+        if snd.name in ("stablehlo.broadcast_in_dim", "stablehlo.broadcast", "stablehlo.iota"):
+            return False
+        ops = operand_nodes[src]
+        if len(ops) != 1 or not (snd.name in FUSIBLE_FREE_OPS or snd.cls == ELEMENTWISE):
+            return True
+        src = ops[0]
+    return True
+
+
 def _disjoint(w1, w2) -> bool:
     """Two slices (starts, limits) that share no element (strides left aside, as XLA's)."""
     if w1 is None or w2 is None:
@@ -1818,6 +1874,32 @@ def _fuse_conv_side_input(nodes, g: _Groups, users, operand_nodes, external_use)
         g.merge_into(a, c, "conv")
         taken += 1
     return taken
+
+
+def _fold_dot_transposes(nodes, g: _Groups, users, operand_nodes, external_use) -> int:
+    """XLA GPU writes a dot's result in the layout its only reader, a transpose, wants:
+    AlgebraicSimplifier rewrites transpose(dot(a, b)) as dot(b, a)
+    (AlgebraicSimplifierVisitor::HandleTranspose, xla/hlo/transforms/simplifiers/
+    algebraic_simplifier.cc) and GPU layout assignment (GpuLayoutAssignment,
+    xla/service/gpu/transforms/layout_assignment.cc) makes a transpose left after a dot a
+    bitcast of the dot's result. JAX writes a weight gradient as transpose(dot_general(dy,
+    x)); XLA's H100 HLO of the llama3-100m step has no transpose kernel for one (every
+    wrapped_transpose there moves an activation). Such a transpose is formed as a bitcast
+    (free, fused into its readers; the dot writes its bytes). Returns the number folded."""
+    folded = 0
+    for t, nd in enumerate(nodes):
+        if nd.name != "stablehlo.transpose" or nd.dead or not operand_nodes[t]:
+            continue
+        d = operand_nodes[t][0]
+        if d is None or nodes[d].cls != GEMM or nodes[d].dead or external_use[d] or users[d] != [t]:
+            continue
+        nd.cls = FREE
+        nd.passthrough = True
+        g.computes[t] = False
+        g.no_mof[t] = False
+        g.minor_transpose[t] = False
+        folded += 1
+    return folded
 
 
 def _dot_merger(nodes, g: _Groups, operand_nodes, types_of) -> None:
