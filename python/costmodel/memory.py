@@ -51,7 +51,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from .collectives import GROUP_COLLECTIVE_OPS
-from .ir import InputError, format_location, ir
+from .ir import InputError, defining_op, format_location, ir
 from .shapes import packed_nbytes, type_info
 
 __all__ = ["MemoryReport", "LiveBuffer", "DonationCopy", "peak_memory", "FUSION_CHOICES", "render_report"]
@@ -370,7 +370,7 @@ class _Block:
             elif name in NOTHING_OPS:
                 for r in op.results:
                     self.register(r, ())
-            elif _is_alias_op(op):
+            elif _is_alias_op(op) or (an.use_kernels and _folded_dot_transpose(op)):
                 self.alias(op)
             elif name in WHILE_OPS:
                 self.while_op(op, i)
@@ -1048,6 +1048,19 @@ def _is_alias_op(op) -> bool:
             return False
         return target in _JAX_ANNOTATION_TARGETS
     return False
+
+
+def _folded_dot_transpose(op) -> bool:
+    """A transpose of a dot's result that kernel formation made the GEMM's output layout
+    (xla-gpu, `_fold_dot_transposes`: in no kernel, neither removed nor copied): XLA's dot
+    writes the transposed result, one buffer."""
+    if op.name != "stablehlo.transpose" or len(op.operands) != 1:
+        return False
+    attrs = op.attributes
+    if KERNEL_ATTR in attrs or REMOVED_ATTR in attrs or KERNEL_COPIES_ATTR in attrs:
+        return False
+    producer = defining_op(op.operands[0])
+    return producer is not None and producer.name in ("stablehlo.dot_general", "stablehlo.dot")
 
 
 def _in_place_updates(fusion) -> dict[int, int]:
