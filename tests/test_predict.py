@@ -803,3 +803,22 @@ def test_a_fusion_that_does_not_apply_to_a_compiled_module_is_said(tmp_path):
     none = predict(str(p), systems=["h100-sxm-x4"], fusion="none", top=0)
     assert "--fusion none costs each of its kernels as one op" in none.program["fusion_note"]
     assert "fusion_note" not in predict(str(p), systems=["h100-sxm-x4"], top=0).program
+
+
+FP8_MATMUL = """
+func.func @main(%a: tensor<4096x4096xf8E4M3FN>, %b: tensor<4096x4096xf8E4M3FN>) -> tensor<4096x4096xf32> {
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<4096x4096xf8E4M3FN>, tensor<4096x4096xf8E4M3FN>) -> tensor<4096x4096xf32>
+  return %0 : tensor<4096x4096xf32>
+}
+"""
+
+
+def test_a_dtype_without_a_matrix_rate_is_noted(tmp_path):
+    """An A100 has no fp8 tensor cores: its fp8 dots are costed at its bf16 rate, and the
+    row says so; an H100's row, which has the rate, does not."""
+    f = tmp_path / "fp8.mlir"
+    f.write_text(FP8_MATMUL)
+    res = predict(str(f), systems=["a100-40gb-x4", "h100-sxm-x4"], backends=["roofline"])
+    a100, h100 = res.rows
+    assert any("a100-40gb has no f8 matrix rate" in n and "bf16 rate (312 TFLOPS)" in n for n in a100.notes)
+    assert not any("matrix rate" in n for n in h100.notes)

@@ -121,13 +121,19 @@ class HardwareSpec:
     def peak_TFLOPS(self, unit: str, dtype: str) -> float:
         """Peak rate for an op on `unit` ("matrix" or "vector") with element type `dtype`."""
         table = self.matrix_peak_TFLOPS if unit == "matrix" else self.vector_peak_TFLOPS
+        return table[self.rate_family(unit, dtype)]
+
+    def rate_family(self, unit: str, dtype: str) -> str:
+        """The dtype family whose peak `peak_TFLOPS` uses for `dtype`: its own, else the
+        first of its fallbacks the table has (an A100's f8 dots at its bf16 rate)."""
+        table = self.matrix_peak_TFLOPS if unit == "matrix" else self.vector_peak_TFLOPS
         fam = dtype_family(dtype)
         if fam in table:
-            return table[fam]
+            return fam
         for alt in _FALLBACK.get(fam, ["f32"]):
             if alt in table:
-                return table[alt]
-        return table["f32"]
+                return alt
+        return "f32"
 
     def to_json(self) -> dict:
         def val(key: str, v: float) -> dict | float:

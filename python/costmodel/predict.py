@@ -21,7 +21,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 
-from .hardware import SpecError
+from .hardware import SpecError, dtype_family
 from .ir import DiagnosticEngine, InputError, attr_number, has_public_body, ir, load_module, make_context, nested_ops
 
 SCHEMA = "costmodel.predict/1"
@@ -514,6 +514,13 @@ def _predict(
                         rows[-1].notes.append(coarse)
                     if s.get("kernel_count"):
                         rows[-1].notes.extend(_unmeasured(clone, hw, backend, str(s.get("fusion", ""))))
+                    used = hw.rate_family("matrix", mm_dtype)
+                    if used != dtype_family(mm_dtype):
+                        rows[-1].notes.append(
+                            f"{hw.name} has no {dtype_family(mm_dtype)} matrix rate: the program's {mm_dtype} dots and "
+                            f"convolutions are costed at its {used} rate "
+                            f"({hw.matrix_peak_TFLOPS[used]:g} TFLOPS), as a compiler without such units upcasts them"
+                        )
                     fell = _fallback_note(clone)
                     if fell:
                         rows[-1].notes.append(fell)
