@@ -153,7 +153,7 @@ def test_json_infinity_and_nan_in_a_user_file(tmp_path):
     "content, expected",
     [
         (b'{"name": "\xff"}', "invalid JSON: not UTF-8 text"),
-        (b"[" * 100000 + b"]" * 100000, "invalid JSON: nested too deeply"),
+        (b"[" * 100000 + b"]" * 100000, "invalid JSON: nested more than 2,000 levels deep"),
         (b"hello\n", "1:1: invalid JSON: Expecting value"),
     ],
     ids=["not-utf8", "deep", "text"],

@@ -646,7 +646,8 @@ def test_json_nesting_is_bounded_relative_to_the_callers_depth():
     within the bound parses there, a deeper one is invalid (no crash either way: this
     depth is safe for the C stack)."""
     from costmodel.ir import DEEP_RECURSION, recursion_limit
-    from costmodel.rules import JSON_MAX_NESTING, InvalidConfigJSON, parse_config_json
+    from costmodel.jsonio import JSON_MAX_NESTING
+    from costmodel.rules import InvalidConfigJSON, parse_config_json
 
     ok = "[" * 100 + "]" * 100
     deep = "[" * (JSON_MAX_NESTING + 500) + "]" * (JSON_MAX_NESTING + 500)

@@ -27,13 +27,14 @@ Reading is robust to how the process ends:
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import shutil
 import signal
 import subprocess
 import threading
+
+from .jsonio import json_load
 
 __all__ = ["AstraSimError", "AstraSimResult", "find_binary", "parse_output", "run_astra_sim", "DEFAULT_BINARY"]
 
@@ -116,7 +117,7 @@ def parse_output(text: str) -> tuple[dict[int, int], dict[int, int | None]]:
 def _manifest(directory: str) -> dict:
     try:
         with open(os.path.join(directory, "manifest.json")) as fh:
-            return json.load(fh)
+            return json_load(fh)
     except FileNotFoundError:
         raise AstraSimError(f"{directory}: no manifest.json (not a trace directory written by stablehlo-costmodel)") from None
     except (OSError, ValueError) as err:

@@ -323,19 +323,18 @@ def load_json_file(path: str) -> dict:
         raise SpecError(f"cannot read '{path}': {err.strerror}") from None
     if len(raw) > MAX_SPEC_BYTES:
         raise SpecError(f"{path}: larger than {MAX_SPEC_BYTES:,} bytes: not a JSON spec file")
-    from .ir import recursion_limit
+    from .jsonio import json_loads
 
     try:
-        with recursion_limit(2_000, at_least=False):  # json recurses on the C stack
-            return json.loads(raw, object_pairs_hook=_no_duplicate_keys)
+        return json_loads(raw, object_pairs_hook=_no_duplicate_keys)  # nesting bounded
     except _DuplicateKey as err:
         raise SpecError(f"{path}: key '{err.args[0]}' appears twice in one object (JSON keeps the last silently)") from None
     except json.JSONDecodeError as err:
         raise SpecError(f"{path}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}") from None
     except UnicodeDecodeError:
         raise SpecError(f"{path}: invalid JSON: not UTF-8 text") from None
-    except RecursionError:
-        raise SpecError(f"{path}: invalid JSON: nested too deeply") from None
+    except ValueError as err:  # nested too deep (ir.json_loads)
+        raise SpecError(f"{path}: invalid JSON: {err}") from None
 
 
 def _preset_dir(kind: str):

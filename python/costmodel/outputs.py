@@ -27,13 +27,14 @@ first: one that fails (`-o /dev/full`) installs nothing else of the run.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
 import stat
 import sys
 import tempfile
+
+from .jsonio import json_load
 
 __all__ = ["OutputSet", "write_file", "is_stream_path", "expand_path", "OutputError"]
 
@@ -203,7 +204,7 @@ def _manifest_files(directory: str, generator: str) -> set[str] | None:
     """The files our manifest in `directory` says we wrote, or None if it is not ours."""
     try:
         with open(os.path.join(directory, MANIFEST)) as fh:
-            manifest = json.load(fh)
+            manifest = json_load(fh)
     except (OSError, ValueError):
         return None
     if not isinstance(manifest, dict) or manifest.get("generator") != generator:

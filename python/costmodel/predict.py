@@ -21,6 +21,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 
+from .jsonio import json_loads
 from .hardware import SpecError, dtype_family
 from .ir import DiagnosticEngine, InputError, attr_number, has_public_body, ir, load_module, make_context, nested_ops
 
@@ -92,7 +93,7 @@ class PredictResult:
 
 def _coerce(text: str):
     try:
-        value = json.loads(text)
+        value = json_loads(text)
     except ValueError:
         return text
     return value

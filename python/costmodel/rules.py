@@ -901,47 +901,19 @@ def custom_call_target(op) -> str:
     return ir.StringAttr(op.attributes["call_target_name"]).value
 
 
-# How deep a backend_config's JSON may nest (XLA's and JAX's configs nest a few levels).
-# json's C parser recurses on the C stack and stops only at Python's recursion limit,
-# which the passes raise to ir.DEEP_RECURSION for the IR walkers: under that limit a
-# config of 100,000 `[` overflowed the C stack (a segfault). parse_config_json parses
-# under a limit this much above the caller's depth, as hardware.load_json_file does.
-JSON_MAX_NESTING = 2_000
-
-
 class InvalidConfigJSON(Unsupported):
     """A backend_config that is not valid JSON; its text says why (parse_config_json)."""
 
 
-def _stack_depth() -> int:
-    """The Python frames on the stack (what the recursion limit counts, to a few C-level
-    calls)."""
-    import sys
-
-    frame, depth = sys._getframe(1), 1
-    while frame is not None:
-        frame = frame.f_back
-        depth += 1
-    return depth
-
-
 def parse_config_json(text: str):
-    """A backend_config's JSON text as Python values, parsed with json's C recursion kept
-    to JSON_MAX_NESTING levels (the one place rules parse JSON). InvalidConfigJSON
-    ("backend_config is not valid JSON (why)") when it is not JSON or nests deeper."""
-    import json
+    """A backend_config's JSON text as Python values, its nesting bounded
+    (`ir.json_loads`; the one place rules parse JSON). InvalidConfigJSON ("backend_config
+    is not valid JSON (why)") when it is not JSON or nests too deep."""
+    from .jsonio import json_loads
 
-    from .ir import recursion_limit
-
-    limit = _stack_depth() + JSON_MAX_NESTING
     try:
-        # exactly `limit` (raised to it, then lowered to it), whatever the caller's was:
-        # below DEEP_RECURSION for the C stack, and the same nesting allowed everywhere
-        with recursion_limit(limit), recursion_limit(limit, at_least=False):
-            return json.loads(text)
-    except RecursionError:
-        why = f"nested more than {JSON_MAX_NESTING:,} levels deep"
-    except ValueError as err:  # json.JSONDecodeError, UnicodeDecodeError
+        return json_loads(text)
+    except ValueError as err:  # json.JSONDecodeError, UnicodeDecodeError, too deep
         why = str(err).splitlines()[0] if str(err) else type(err).__name__
     raise InvalidConfigJSON(f"backend_config is not valid JSON ({why}; it starts {text[:40]!r})")
 

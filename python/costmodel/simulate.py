@@ -33,6 +33,7 @@ import os
 import re
 from typing import Callable
 
+from .jsonio import json_load
 from .chakra import et_def_pb2 as pb
 from .chakra.io import TraceFormatError, attr_int, attr_value, read_trace
 
@@ -206,7 +207,7 @@ def _find_prefix(directory: str, manifest: dict | None) -> tuple[str, int]:
 def _read_json(path: str) -> dict | None:
     try:
         with open(path) as fh:
-            return json.load(fh)
+            return json_load(fh)
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as err:

@@ -29,11 +29,11 @@ from __future__ import annotations
 import dataclasses
 import glob
 import heapq
-import json
 import math
 import os
 import re
 
+from ..jsonio import json_load
 from . import et_def_pb2 as pb
 from .io import TraceFormatError, attr_int, attr_value, iter_messages
 
@@ -70,7 +70,7 @@ class CheckReport:
 def _read_json(path: str, report: CheckReport):
     try:
         with open(path) as fh:
-            return json.load(fh)
+            return json_load(fh)
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as err:

@@ -58,6 +58,7 @@ import shutil
 import time
 from typing import Callable
 
+from ..jsonio import json_load
 from ..engine import COST_ATTR, KERNEL_COST_ATTR, SUMMARY_ATTR, infer_trip_count
 from ..collectives import custom_collective_kind
 from ..ir import InputError, format_location, ir, attr_number
@@ -1317,7 +1318,7 @@ def astra_sim_args(prefix: str, with_groups: bool) -> list[str]:
 def is_our_trace_dir(path: str) -> bool:
     try:
         with open(os.path.join(path, MANIFEST)) as fh:
-            return json.load(fh).get("generator") == GENERATOR
+            return json_load(fh).get("generator") == GENERATOR
     except (OSError, ValueError, AttributeError):
         return False
 

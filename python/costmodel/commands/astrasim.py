@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from ..jsonio import json_load
 from . import CommandError
 
 
@@ -80,7 +81,7 @@ def _calibration_note(directory: str) -> str:
     """One line when the trace's system is calibrated: what ASTRA-sim does not see of it."""
     try:
         with open(f"{directory}/manifest.json") as fh:
-            system = (json.load(fh).get("system") or {})
+            system = (json_load(fh).get("system") or {})
     except (OSError, ValueError, AttributeError):
         return ""
     cal = system.get("calibration") if isinstance(system, dict) else None

@@ -20,6 +20,7 @@ import math
 import struct
 from dataclasses import dataclass, field
 
+from ..jsonio import json_load
 from .features import FEATURE_NAMES
 
 __all__ = ["TreeModel", "train", "MODEL_FORMAT", "DEFAULT_PARAMS"]
@@ -115,7 +116,7 @@ class TreeModel:
     def load(cls, path: str) -> "TreeModel":
         try:
             with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as fh:
-                data = json.load(fh)
+                data = json_load(fh)
         except OSError as err:
             raise ValueError(f"cannot read model '{path}': {err.strerror or err}") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
