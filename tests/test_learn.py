@@ -310,6 +310,11 @@ def test_datasets_with_bad_rows_or_of_different_machines_are_refused(tmp_path, c
         path = _dataset(tmp_path / "bad.jsonl", rows=[good[1], bad])
         with pytest.raises(InputError, match=f"bad.jsonl:3: .*{why}"):
             read_dataset(str(path))
+    # a row nested deeper than any dataset: one error with its line, not a RecursionError
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text(open(_dataset(tmp_path / "ok.jsonl", rows=[good[1]])).read() + "[" * 100_000 + "\n")
+    with pytest.raises(InputError, match=r"deep.jsonl:3: invalid JSON: nested more than 2,000 levels deep"):
+        read_dataset(str(deep))
     a = _dataset(tmp_path / "a.jsonl")
     b = _dataset(tmp_path / "b.jsonl", meta={"device": "other-cpu", "threads": 2})
     with pytest.raises(InputError, match=r"b.jsonl: measured on another machine or with other settings than .*a.jsonl "

@@ -8,6 +8,7 @@ import math
 import os
 import sys
 
+from ..jsonio import json_loads
 from . import CommandError
 
 
@@ -124,8 +125,8 @@ def _check_collect_out(path: str) -> None:
     if not first:
         return
     try:
-        row = json.loads(first)
-    except json.JSONDecodeError:
+        row = json_loads(first)
+    except ValueError:  # not JSON, or nested too deep
         row = None
     if not isinstance(row, dict) or row.get("type") != "meta":
         raise CommandError(f"--out {path}: exists and is not a dataset (its first line is no meta row); "
@@ -146,8 +147,8 @@ def _params(items) -> dict:
             raise CommandError(f"--param expects KEY=VALUE, got '{item}'")
         k, v = item.split("=", 1)
         try:
-            out[k] = json.loads(v)
-        except json.JSONDecodeError:
+            out[k] = json_loads(v)
+        except ValueError:
             out[k] = v
     return out
 

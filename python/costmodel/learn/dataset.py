@@ -18,6 +18,7 @@ import json
 import math
 import random
 
+from ..jsonio import json_loads
 from .features import SpecNumbers, kernel_features, token_sequence
 
 __all__ = ["collect", "read_dataset", "split_by_program", "Dataset"]
@@ -76,11 +77,15 @@ def read_dataset(paths) -> Dataset:
                     if not line.strip():
                         continue
                     try:
-                        row = json.loads(line)
+                        row = json_loads(line)
                     except json.JSONDecodeError as err:
                         from ..ir import InputError
 
                         raise InputError(f"{path}:{lineno}:{err.colno}: invalid JSON: {err.msg}") from None
+                    except ValueError as err:  # nested too deep (jsonio)
+                        from ..ir import InputError
+
+                        raise InputError(f"{path}:{lineno}: invalid JSON: {err}") from None
                     if not isinstance(row, dict):
                         from ..ir import InputError
 
