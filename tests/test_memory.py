@@ -92,21 +92,14 @@ def test_fused_intermediates_allocate_nothing():
     assert r.fusion == "xla-gpu"
 
 
-WGRAD = """
-func.func @main(%x: tensor<256x1024xf32>, %dy: tensor<256x512xf32>) -> tensor<1024x512xf32> {
-  %g = stablehlo.dot_general %dy, %x, contracting_dims = [0] x [0] : (tensor<256x512xf32>, tensor<256x1024xf32>) -> tensor<512x1024xf32>
-  %t = stablehlo.transpose %g, dims = [1, 0] : (tensor<512x1024xf32>) -> tensor<1024x512xf32>
-  return %t : tensor<1024x512xf32>
-}
-"""
-
-
 def test_a_transpose_folded_into_its_dot_is_the_dots_buffer():
     """JAX's weight gradient transpose(dot(dy, x)): xla-gpu forms the transpose as the
     GEMM's output layout, one buffer (XLA's dot writes it transposed); per op it is a copy
     of the dot's result."""
-    args = (256 * 1024 + 256 * 512) * 4
-    grad = 512 * 1024 * 4
+    from test_kernels_transposes import WGRAD  # x, dy: 256 x 4096 f32; the gradient 4096 x 4096
+
+    args = 2 * 256 * 4096 * 4
+    grad = 4096 * 4096 * 4
     assert analyse(WGRAD, fusion="xla-gpu").peak_bytes == args + grad
     assert analyse(WGRAD, fusion="none").peak_bytes == args + 2 * grad
 
